@@ -1,0 +1,128 @@
+// Cross-field rules and the production invariants of spec §9: each unmet rule is one problem line naming the key path.
+import type { Config } from './schema.js';
+import type { Secrets } from './secrets.js';
+
+const MIN_PRODUCTION_SECRET_CHARS = 32;
+
+function isHttps(url: string | null): boolean {
+  if (url === null) return false;
+  try {
+    return new URL(url).protocol === 'https:';
+  } catch {
+    return false;
+  }
+}
+
+const servesAdmin = (c: Config) => c.service_role === 'all' || c.service_role === 'admin';
+const servesGateway = (c: Config) => c.service_role === 'all' || c.service_role === 'gateway';
+/** Roles that hash or verify agent API keys: the gateway authenticates, the admin creates and rotates. */
+const usesApiKeys = (c: Config) => servesAdmin(c) || servesGateway(c);
+
+/** Rules that hold in every environment. */
+export function crossFieldProblems(c: Config): string[] {
+  const problems: string[] = [];
+  const pairs: Array<[string, { cert_file: string | null; key_file: string | null }]> = [
+    ['gateway.tls', c.gateway.tls],
+    ['gateway.pg_tls', c.gateway.pg_tls],
+  ];
+  for (const [path, tls] of pairs) {
+    if ((tls.cert_file === null) !== (tls.key_file === null)) {
+      problems.push(`${path}: cert_file and key_file must be set together`);
+    }
+  }
+  if (c.gateway.pg_tls.require_client_tls && c.gateway.pg_tls.cert_file === null) {
+    problems.push('gateway.pg_tls.require_client_tls: needs gateway.pg_tls.cert_file and key_file');
+  }
+  if (c.service_role === 'all') {
+    const ports: Array<[string, number, string]> = [
+      ['gateway.http_port', c.gateway.http_port, c.gateway.host],
+      ['admin.port', c.admin.port, c.admin.host],
+    ];
+    if (c.gateway.pg_enabled) ports.push(['gateway.pg_port', c.gateway.pg_port, c.gateway.pg_host ?? c.gateway.host]);
+    for (let i = 0; i < ports.length; i++) {
+      for (let j = i + 1; j < ports.length; j++) {
+        const [a, pa] = ports[i]!;
+        const [b, pb] = ports[j]!;
+        if (pa === pb) problems.push(`${b}: ${pb} is also used by ${a}; each listener needs its own port`);
+      }
+    }
+  }
+  if (c.audit.spool.segment_bytes > c.audit.spool.max_bytes) {
+    problems.push('audit.spool.segment_bytes: must not exceed audit.spool.max_bytes');
+  }
+  if (c.audit.retry.initial_backoff_ms > c.audit.retry.max_backoff_ms) {
+    problems.push('audit.retry.initial_backoff_ms: must not exceed audit.retry.max_backoff_ms');
+  }
+  if (c.pii.default_mode === 'deep' && !c.pii.deep_enabled) {
+    problems.push('pii.default_mode: "deep" needs pii.deep_enabled: true');
+  }
+  if (c.pii.default_mode === 'fast' && !c.pii.fast_enabled && !c.pii.deep_enabled) {
+    problems.push('pii.default_mode: "fast" needs pii.fast_enabled: true');
+  }
+  if (c.admin.session_idle_seconds > c.admin.session_ttl_seconds) {
+    problems.push('admin.session_idle_seconds: must not exceed admin.session_ttl_seconds');
+  }
+  const n = c.notifications;
+  if (n.enabled) {
+    if (n.slack_bot_token_ref === null && n.slack_webhook_url_ref === null && n.slack_webhook_url === null) {
+      problems.push('notifications.enabled: needs at least one Slack target (slack_bot_token_ref with slack_channel, or slack_webhook_url_ref)');
+    }
+    if (n.approval_events.length === 0) problems.push('notifications.approval_events: must name at least one event when notifications are enabled');
+  }
+  if (n.slack_bot_token_ref !== null && n.slack_channel === null) {
+    problems.push('notifications.slack_channel: required with notifications.slack_bot_token_ref');
+  }
+  const o = c.auth.oidc;
+  if (o.enabled) {
+    if (o.issuer_url === null) problems.push('auth.oidc.issuer_url: required when auth.oidc.enabled is true');
+    if (servesAdmin(c)) {
+      if (o.admin_client_id === null) problems.push('auth.oidc.admin_client_id: required when auth.oidc.enabled is true');
+      if (o.admin_client_secret_ref === null) problems.push('auth.oidc.admin_client_secret_ref: required when auth.oidc.enabled is true');
+      if (o.admin_redirect_uri === null) problems.push('auth.oidc.admin_redirect_uri: required when auth.oidc.enabled is true');
+    }
+  }
+  return problems;
+}
+
+/** Spec §9 production invariants, plus the refusal of the embedded adapters (DESIGN §2). */
+export function productionProblems(c: Config, secrets: Secrets): string[] {
+  if (c.environment !== 'production') return [];
+  const problems: string[] = [];
+  if (c.database.url === null) {
+    problems.push('database.url: required in production (the embedded store is for development only)');
+  }
+  if (c.service_role !== 'migration' && c.redis.url === null) {
+    problems.push('redis.url: required in production (the in-process coordination adapter is for development only)');
+  }
+  if (servesAdmin(c)) {
+    const signing = secrets.get('admin.signing_secret_ref');
+    if (signing === undefined) problems.push('admin.signing_secret_ref: required in production');
+    else if (signing.length < MIN_PRODUCTION_SECRET_CHARS) problems.push(`admin.signing_secret_ref: the referenced secret must be at least ${MIN_PRODUCTION_SECRET_CHARS} characters in production`);
+    if (!c.admin.cookie.secure) problems.push('admin.cookie.secure: must be true in production');
+  }
+  if (usesApiKeys(c)) {
+    const pepper = secrets.get('auth.api_key_pepper_ref');
+    if (pepper === undefined) problems.push('auth.api_key_pepper_ref: required in production');
+    else if (pepper.length < MIN_PRODUCTION_SECRET_CHARS) problems.push(`auth.api_key_pepper_ref: the referenced secret must be at least ${MIN_PRODUCTION_SECRET_CHARS} characters in production`);
+  }
+  if (c.auth.legacy_unpeppered_keys_allowed) {
+    problems.push('auth.legacy_unpeppered_keys_allowed: must be false in production');
+  }
+  if (servesGateway(c) && c.gateway.pg_enabled) {
+    const t = c.gateway.pg_tls;
+    const tlsTerminated = t.cert_file !== null && t.key_file !== null && t.require_client_tls;
+    if (!tlsTerminated && !t.trusted_tls_offload) {
+      problems.push('gateway.pg_tls: production needs cert_file, key_file and require_client_tls: true, or trusted_tls_offload: true');
+    }
+  }
+  if (c.database.ssl_mode !== 'verify-full') problems.push('database.ssl_mode: must be verify-full in production');
+  if (c.database.ssl_ca_file === null) problems.push('database.ssl_ca_file: required in production');
+  if (c.audit.durability_mode !== 'strict') problems.push('audit.durability_mode: must be strict in production');
+  const o = c.auth.oidc;
+  if (o.allow_insecure_endpoints) problems.push('auth.oidc.allow_insecure_endpoints: must be false in production');
+  if (o.enabled) {
+    if (!isHttps(o.issuer_url)) problems.push('auth.oidc.issuer_url: must use https in production');
+    if (o.admin_redirect_uri !== null && !isHttps(o.admin_redirect_uri)) problems.push('auth.oidc.admin_redirect_uri: must use https in production');
+  }
+  return problems;
+}

@@ -1,0 +1,291 @@
+// The configuration schema of spec §9: every section, field, default and range; strict objects reject unknown keys at every level.
+import { z } from 'zod';
+
+/** A `*_ref` field: a reference to a secret held outside the configuration (`env:NAME` or `file:/path`). */
+const secretRef = z.string().max(4096).nullable().default(null);
+const port = z.number().int().min(1).max(65535);
+const host = z.string().min(1).max(255);
+const positiveInt = (max: number) => z.number().int().min(1).max(max);
+const filePath = z.string().min(1).max(4096).nullable().default(null);
+
+/** Sections default to `{}` and are then parsed, so nested defaults apply when a section is absent. */
+function section<T extends z.ZodRawShape>(shape: T) {
+  // Generic T hides that every field has a default, so `{}` is a valid input here.
+  return z.strictObject(shape).prefault({} as never);
+}
+
+const MIB = 1024 * 1024;
+
+export const gatewaySchema = section({
+  host: host.default('127.0.0.1'),
+  http_port: port.default(3000),
+  /** The PostgreSQL wire listener; the development config moves it off 5432, where a real PostgreSQL usually listens. */
+  pg_enabled: z.boolean().default(true),
+  pg_host: host.nullable().default(null),
+  pg_port: port.default(5432),
+  trust_proxy: z.boolean().default(false),
+  tls: section({
+    cert_file: filePath,
+    key_file: filePath,
+  }),
+  pg_tls: section({
+    cert_file: filePath,
+    key_file: filePath,
+    require_client_tls: z.boolean().default(false),
+    trusted_tls_offload: z.boolean().default(false),
+  }),
+  limits: section({
+    request_body_bytes: positiveInt(1024 * MIB).default(1 * MIB),
+    response_body_bytes: positiveInt(1024 * MIB).default(10 * MIB),
+    header_bytes: positiveInt(1 * MIB).default(16 * 1024),
+    max_connections: positiveInt(1_000_000).default(10_000),
+    pg_startup_packet_bytes: z.number().int().min(64).max(10_000).default(10_000),
+    pg_message_bytes: positiveInt(1024 * MIB).default(16 * MIB),
+    sql_bytes: positiveInt(64 * MIB).default(1 * MIB),
+    result_rows: positiveInt(100_000_000).default(100_000),
+  }),
+  timeouts: section({
+    upstream_connect_ms: positiveInt(600_000).default(5_000),
+    upstream_request_ms: positiveInt(3_600_000).default(30_000),
+    client_idle_ms: positiveInt(86_400_000).default(300_000),
+    shutdown_grace_ms: positiveInt(600_000).default(10_000),
+  }),
+  egress: section({
+    /** source_ids the operator lets reach private addresses; set only in configuration, never through the admin API. */
+    allow_private_sources: z.array(z.string().min(1).max(128)).max(10_000).default([]),
+  }),
+  circuit: section({
+    failure_threshold: positiveInt(10_000).default(5),
+    half_open_after_ms: positiveInt(3_600_000).default(30_000),
+  }),
+  mcp: section({
+    legacy_tool_prefix: z.string().regex(/^[a-z][a-z0-9_]{0,31}$/, 'must be 1-32 lowercase letters, digits or underscores, starting with a letter').default('gatehouse'),
+    session_ttl_seconds: positiveInt(86_400).default(3_600),
+  }),
+});
+
+export const adminSchema = section({
+  host: host.default('127.0.0.1'),
+  port: port.default(9090),
+  /** Secret reference to the key that signs admin sessions and CSRF tokens; changing it invalidates every session (spec §5.8). */
+  signing_secret_ref: secretRef,
+  /** The first owner's password, supplied from outside: the value itself or a secret reference (DESIGN §8). */
+  bootstrap_password: z.string().min(1).max(1024).nullable().default(null),
+  session_ttl_seconds: positiveInt(30 * 86_400).default(8 * 3_600),
+  session_idle_seconds: positiveInt(30 * 86_400).default(3_600),
+  cookie: section({
+    name: z.string().regex(/^[A-Za-z0-9_-]{1,64}$/).default('gatehouse_session'),
+    secure: z.boolean().default(false),
+    same_site: z.enum(['strict', 'lax']).default('strict'),
+  }),
+  login_throttle: section({
+    max_attempts_per_username: positiveInt(10_000).default(5),
+    max_attempts_per_address: positiveInt(100_000).default(20),
+    window_seconds: positiveInt(86_400).default(900),
+  }),
+});
+
+export const workerSchema = section({
+  /** Stable worker id; null derives one from the host name and process id. */
+  id: z.string().min(1).max(128).nullable().default(null),
+  concurrency: positiveInt(256).default(2),
+  heartbeat_interval_seconds: positiveInt(3_600).default(10),
+  stale_after_seconds: positiveInt(86_400).default(60),
+  lease_seconds: positiveInt(86_400).default(300),
+  sweep_interval_seconds: positiveInt(3_600).default(30),
+});
+
+export const databaseSchema = section({
+  /** Control database URL; null in development runs the embedded store. */
+  url: z.string().min(1).max(4096).nullable().default(null),
+  pool_max: positiveInt(1_000).default(10),
+  connect_timeout_ms: positiveInt(120_000).default(5_000),
+  statement_timeout_ms: positiveInt(3_600_000).default(30_000),
+  ssl_mode: z.enum(['disable', 'prefer', 'require', 'verify-ca', 'verify-full']).default('prefer'),
+  ssl_ca_file: filePath,
+  embedded_dir: z.string().min(1).max(4096).default('./.gatehouse/pgdata'),
+});
+
+export const redisSchema = section({
+  /** Redis URL; null in development uses the in-process coordination adapter. */
+  url: z.string().min(1).max(4096).nullable().default(null),
+  pool_max: positiveInt(1_000).default(10),
+  key_prefix: z.string().regex(/^[A-Za-z0-9:_.-]{0,64}$/).default('gh:'),
+  connect_timeout_ms: positiveInt(120_000).default(2_000),
+  command_timeout_ms: positiveInt(120_000).default(2_000),
+});
+
+export const oidcSchema = section({
+  enabled: z.boolean().default(false),
+  issuer_url: z.string().url().max(2048).nullable().default(null),
+  admin_client_id: z.string().min(1).max(512).nullable().default(null),
+  admin_client_secret_ref: secretRef,
+  admin_redirect_uri: z.string().url().max(2048).nullable().default(null),
+  agent_audience: z.string().min(1).max(512).nullable().default(null),
+  scopes: z.array(z.string().min(1).max(128)).min(1).max(64).refine((s) => s.includes('openid'), 'must include openid').default(['openid', 'profile', 'email']),
+  flow_ttl_seconds: positiveInt(3_600).default(600),
+  local_break_glass_enabled: z.boolean().default(true),
+  admin_group_role_map: z.record(z.string().min(1).max(256), z.array(z.enum(['owner', 'admin', 'approver', 'auditor', 'viewer'])).max(5)).default({}),
+  allow_insecure_endpoints: z.boolean().default(false),
+  clock_tolerance_seconds: z.number().int().min(0).max(300).default(30),
+});
+
+export const authSchema = section({
+  /** Secret reference to the HMAC pepper for agent API keys; changing it invalidates HMAC-key authentication (spec §5.8). */
+  api_key_pepper_ref: secretRef,
+  key_session_ttl_seconds: z.number().int().min(0).max(3_600).default(60),
+  legacy_unpeppered_keys_allowed: z.boolean().default(false),
+  custom_key: section({
+    min_length: z.number().int().min(16).max(1024).default(32),
+    min_entropy_bits: z.number().int().min(64).max(4096).default(128),
+  }),
+  oidc: oidcSchema,
+});
+
+export const cacheSchema = section({
+  enabled: z.boolean().default(true),
+  l1_ttl_seconds: z.number().int().min(0).max(86_400).default(30),
+  l1_max_entries: z.number().int().min(0).max(10_000_000).default(10_000),
+  l1_max_bytes: positiveInt(16 * 1024 * MIB).default(64 * MIB),
+  l2_ttl_seconds: z.number().int().min(0).max(30 * 86_400).default(300),
+  /** Consistency barrier: a mutation advances the source generation before it executes, and writes fail 503 when that is impossible. */
+  strict_write_barriers: z.boolean().default(true),
+  generation_namespace: z.string().regex(/^[A-Za-z0-9:_.-]{1,64}$/).default('gen'),
+  invalidation_channel: z.string().regex(/^[A-Za-z0-9:_.-]{1,128}$/).default('cache-invalidation'),
+  pubsub_reconnect_ms: positiveInt(600_000).default(1_000),
+});
+
+export const piiSchema = section({
+  fast_enabled: z.boolean().default(true),
+  deep_enabled: z.boolean().default(false),
+  default_mode: z.enum(['off', 'fast', 'deep']).default('fast'),
+  /** Key names or JSON paths (globs) whose whole string values are scanned as free text. */
+  free_text_fields: z.array(z.string().min(1).max(256)).max(1_000).default([]),
+  max_depth: positiveInt(1_000).default(64),
+  max_nodes: positiveInt(10_000_000).default(100_000),
+  max_string_bytes: positiveInt(64 * MIB).default(1 * MIB),
+});
+
+export const auditSchema = section({
+  durability_mode: z.enum(['strict', 'buffered']).default('strict'),
+  /** What happens when the buffer and the spool are both full: refuse requests (fail_closed) or serve them and report the loss (fail_open). */
+  strictness: z.enum(['fail_closed', 'fail_open']).default('fail_closed'),
+  buffer_max_entries: positiveInt(10_000_000).default(10_000),
+  batch_size: positiveInt(100_000).default(500),
+  flush_interval_ms: positiveInt(60_000).default(200),
+  retry: section({
+    initial_backoff_ms: positiveInt(60_000).default(100),
+    max_backoff_ms: positiveInt(600_000).default(10_000),
+  }),
+  spool: section({
+    dir: z.string().min(1).max(4096).default('./.gatehouse/audit-spool'),
+    max_bytes: positiveInt(1024 * 1024 * MIB).default(1024 * MIB),
+    segment_bytes: positiveInt(1024 * MIB).default(16 * MIB),
+  }),
+  partitions: section({
+    months_ahead: z.number().int().min(1).max(24).default(3),
+    retention_days: positiveInt(36_500).default(365),
+  }),
+});
+
+export const ingestionSchema = section({
+  enabled: z.boolean().default(true),
+  max_retries: z.number().int().min(0).max(100).default(3),
+  heartbeat_interval_seconds: positiveInt(3_600).default(15),
+  job_timeout_seconds: positiveInt(86_400).default(3_600),
+  poll_interval_ms: positiveInt(600_000).default(2_000),
+});
+
+export const approvalEvents = ['pending', 'approved', 'rejected', 'expired', 'failed'] as const;
+
+export const notificationsSchema = section({
+  enabled: z.boolean().default(false),
+  slack_bot_token_ref: secretRef,
+  slack_webhook_url_ref: secretRef,
+  slack_channel: z.string().min(1).max(256).nullable().default(null),
+  admin_base_url: z.string().url().max(2048).nullable().default(null),
+  approval_events: z.array(z.enum(approvalEvents)).max(approvalEvents.length).default(['pending']),
+  timeout_seconds: z.number().min(0.1).max(120).default(5),
+  max_attempts: positiveInt(10).default(3),
+  allow_private_egress: z.boolean().default(false),
+  /** Deprecated literal webhook URL; prefer slack_webhook_url_ref. */
+  slack_webhook_url: z.string().url().max(2048).nullable().default(null),
+});
+
+export const approvalsSchema = section({
+  enabled: z.boolean().default(true),
+  expiry_seconds: positiveInt(30 * 86_400).default(900),
+  /** Secret reference to the key that encrypts stored request bodies at rest. */
+  encryption_key_ref: secretRef,
+  max_request_bytes: positiveInt(64 * MIB).default(1 * MIB),
+  max_result_bytes: positiveInt(64 * MIB).default(64 * 1024),
+});
+
+export const catalogSchema = section({
+  enabled: z.boolean().default(true),
+  scan_on_save: z.boolean().default(true),
+  refresh_interval_seconds: z.number().int().min(900).max(30 * 86_400).default(86_400),
+  max_nodes: positiveInt(10_000_000).default(100_000),
+  max_schemas: positiveInt(100_000).default(1_000),
+  max_tables: positiveInt(1_000_000).default(10_000),
+  max_columns_per_table: positiveInt(10_000).default(1_600),
+});
+
+export const semanticCacheSchema = section({
+  /** Reserved: serving is disabled in this release, so only false is accepted. */
+  enabled: z.literal(false).default(false),
+});
+
+export const observabilitySchema = section({
+  otlp_endpoint: z.string().url().max(2048).nullable().default(null),
+  service_name: z.string().min(1).max(128).default('gatehouse'),
+  public_stats_enabled: z.boolean().default(false),
+  /** Whether /ready lists each check's detail text, or only its state. */
+  readiness_details: z.boolean().default(true),
+  log_level: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
+});
+
+export const serviceRoles = ['all', 'gateway', 'admin', 'worker', 'migration'] as const;
+export type ServiceRole = (typeof serviceRoles)[number];
+
+export const configSchema = z.strictObject({
+  environment: z.enum(['development', 'test', 'production']).default('development'),
+  service_role: z.enum(serviceRoles).default('all'),
+  gateway: gatewaySchema,
+  admin: adminSchema,
+  worker: workerSchema,
+  database: databaseSchema,
+  redis: redisSchema,
+  auth: authSchema,
+  cache: cacheSchema,
+  pii: piiSchema,
+  audit: auditSchema,
+  ingestion: ingestionSchema,
+  notifications: notificationsSchema,
+  approvals: approvalsSchema,
+  catalog: catalogSchema,
+  semantic_cache: semanticCacheSchema,
+  observability: observabilitySchema,
+});
+
+export type Config = z.infer<typeof configSchema>;
+
+/**
+ * Fields that hold secrets or may embed one: never printed, logged or echoed in an error.
+ * `*_ref` fields must be references; the others may be literal values supplied from outside.
+ */
+export const secretRefPaths = [
+  'admin.signing_secret_ref',
+  'auth.api_key_pepper_ref',
+  'auth.oidc.admin_client_secret_ref',
+  'notifications.slack_bot_token_ref',
+  'notifications.slack_webhook_url_ref',
+  'approvals.encryption_key_ref',
+] as const;
+export type SecretRefPath = (typeof secretRefPaths)[number];
+
+/** Fields that may carry a secret as a literal (or, for bootstrap_password, a reference). */
+export const secretValuePaths = ['admin.bootstrap_password', 'notifications.slack_webhook_url'] as const;
+
+/** URL fields whose userinfo password is masked. */
+export const credentialUrlPaths = ['database.url', 'redis.url'] as const;
