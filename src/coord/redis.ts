@@ -89,6 +89,7 @@ export class RedisCoordination implements Coordination {
   /** Channels the subscriber connection has confirmed since it last (re)connected. */
   readonly #confirmed = new Set<string>();
   readonly #pending = new Map<string, Promise<void>>();
+  readonly #commandTimeoutMs: number;
   #closed = false;
 
   constructor(options: RedisCoordinationOptions) {
@@ -103,9 +104,10 @@ export class RedisCoordination implements Coordination {
     this.#target = describeRedisTarget(url);
 
     const maxDelay = options.maxReconnectDelayMs ?? 2000;
+    this.#commandTimeoutMs = options.commandTimeoutMs ?? 1500;
     const base: RedisOptions = {
       connectTimeout: options.connectTimeoutMs ?? 2000,
-      commandTimeout: options.commandTimeoutMs ?? 1500,
+      commandTimeout: this.#commandTimeoutMs,
       // Reject in-flight and queued commands at every disconnect instead of replaying them later:
       // a caller told "failed" must not see its write applied after the outage.
       maxRetriesPerRequest: 0,
@@ -199,6 +201,7 @@ export class RedisCoordination implements Coordination {
     }
     set.add(subscription);
     try {
+      await this.#subscriberSettled();
       await this.#ensureSubscribed(c);
     } catch (error) {
       // Kept registered: the subscriber's next 'ready' subscribes it; status() reports the gap meanwhile.
@@ -273,6 +276,26 @@ export class RedisCoordination implements Coordination {
       if (this.#closed || down) return;
       down = true;
       this.#logger.warn({ target: this.#target, role }, 'coordination store connection closed');
+    });
+  }
+
+  /**
+   * While the subscriber's connect attempt is still in progress (right after construction), waits for its
+   * outcome, so a message published just after `subscribe` resolves is not lost. A known outage does not wait.
+   */
+  #subscriberSettled(): Promise<void> {
+    const connecting = ['wait', 'connecting', 'connect'];
+    if (!connecting.includes(this.#subscriber.status)) return Promise.resolve();
+    return new Promise<void>((resolve) => {
+      const done = (): void => {
+        clearTimeout(timer);
+        this.#subscriber.off('ready', done);
+        this.#subscriber.off('close', done);
+        resolve();
+      };
+      const timer = setTimeout(done, this.#commandTimeoutMs);
+      this.#subscriber.on('ready', done);
+      this.#subscriber.on('close', done);
     });
   }
 
