@@ -191,9 +191,8 @@ export function coordinationContract(name: string, factory: CoordinationFactory,
         const [publisher, subscriber] = [await adapter(prefix), await adapter(prefix)];
         const received: string[] = [];
         await subscriber!.subscribe('invalidate', (message) => received.push(message));
-        let duringPublish = -1;
         const publishing = publisher!.publish('invalidate', 'm0');
-        duringPublish = received.length;
+        const duringPublish = received.length;
         await publishing;
         for (let i = 1; i < 20; i++) await publisher!.publish('invalidate', `m${i}`);
         await waitFor(() => received.length === 20, 2000, 'all messages');
