@@ -104,6 +104,8 @@ export const databaseSchema = section({
   ssl_mode: z.enum(['disable', 'prefer', 'require', 'verify-ca', 'verify-full']).default('prefer'),
   ssl_ca_file: filePath,
   embedded_dir: z.string().min(1).max(4096).default('./.gatehouse/pgdata'),
+  /** Apply pending migrations when the service starts; null means yes outside production, where `gatehouse migrate` (the migration role) does it. */
+  migrate_on_start: z.boolean().nullable().default(null),
 });
 
 export const redisSchema = section({

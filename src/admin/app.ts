@@ -1,0 +1,42 @@
+// The admin listener (spec §4 Admin): health, readiness and the console entry now; the JSON API, auth and console pages register here.
+import type { FastifyInstance } from 'fastify';
+import { createHttpServer } from '../http/server.js';
+import { registerHealthRoutes } from '../health/routes.js';
+import { errorRegistry, isGatehouseError } from '../errors/registry.js';
+import type { Services } from '../runtime/services.js';
+
+export async function buildAdminApp(services: Services): Promise<FastifyInstance> {
+  const { config } = services;
+  const app = createHttpServer({
+    log: services.log.child({ listener: 'admin' }),
+    bodyLimit: 1024 * 1024,
+    headerBytes: config.gateway.limits.header_bytes,
+    trustProxy: config.gateway.trust_proxy,
+    idleTimeoutMs: config.gateway.timeouts.client_idle_ms,
+  });
+  setAdminErrorHandler(app);
+  registerHealthRoutes(app, services.readiness, { details: config.observability.readiness_details });
+  app.get('/', async (_req, reply) => reply.redirect('/dashboard/overview', 302).type('text/html; charset=utf-8'));
+  return app;
+}
+
+/** Admin errors: `{detail}` bodies as the admin API describes them (DESIGN §5); validation errors carry the HTTPValidationError shape. */
+export function setAdminErrorHandler(app: FastifyInstance): void {
+  app.setNotFoundHandler((_req, reply) => {
+    void reply.code(404).send({ detail: 'Not found' });
+  });
+  app.setErrorHandler((err, req, reply) => {
+    if (isGatehouseError(err)) {
+      if (err.retryAfterSeconds !== undefined) void reply.header('retry-after', String(err.retryAfterSeconds));
+      const body = err.code === 'validation_failed' && err.details?.detail ? { detail: err.details.detail } : { detail: err.message, code: err.code };
+      return reply.code(err.spec.http).send(body);
+    }
+    const status = (err as { statusCode?: number }).statusCode;
+    if (status === 413) return reply.code(413).send({ detail: errorRegistry.payload_too_large.message });
+    if (status !== undefined && status >= 400 && status < 500) {
+      return reply.code(status === 415 ? 415 : 400).send({ detail: status === 415 ? 'Unsupported content type' : 'Malformed request' });
+    }
+    req.log.error({ err }, 'unhandled admin error');
+    return reply.code(500).send({ detail: errorRegistry.internal.message });
+  });
+}

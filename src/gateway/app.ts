@@ -1,0 +1,43 @@
+// The gateway's HTTP listener (spec §4 Gateway): health and readiness now; the proxy, MCP and stats routes register here as they land.
+import type { FastifyInstance } from 'fastify';
+import { createHttpServer } from '../http/server.js';
+import { registerHealthRoutes } from '../health/routes.js';
+import { errorRegistry, isGatehouseError } from '../errors/registry.js';
+import type { Services } from '../runtime/services.js';
+
+export async function buildGatewayApp(services: Services): Promise<FastifyInstance> {
+  const { config } = services;
+  const app = createHttpServer({
+    log: services.log.child({ listener: 'gateway' }),
+    bodyLimit: config.gateway.limits.request_body_bytes,
+    headerBytes: config.gateway.limits.header_bytes,
+    trustProxy: config.gateway.trust_proxy,
+    idleTimeoutMs: config.gateway.timeouts.client_idle_ms,
+    maxConnections: config.gateway.limits.max_connections,
+  });
+  setGatewayErrorHandler(app);
+  registerHealthRoutes(app, services.readiness, { details: config.observability.readiness_details });
+  return app;
+}
+
+/** The gateway error body of DESIGN §6, the one place where gateway errors become HTTP. */
+export function setGatewayErrorHandler(app: FastifyInstance): void {
+  app.setNotFoundHandler((req, reply) => {
+    void reply.code(404).send({ error: 'not_found', message: 'Not found.', request_id: req.id });
+  });
+  app.setErrorHandler((err, req, reply) => {
+    if (isGatehouseError(err)) {
+      if (err.retryAfterSeconds !== undefined) void reply.header('retry-after', String(err.retryAfterSeconds));
+      return reply.code(err.spec.http).send({ error: err.code, message: err.message, request_id: req.id });
+    }
+    const status = (err as { statusCode?: number }).statusCode;
+    if (status === 413 || (err as { code?: string }).code === 'FST_ERR_CTP_BODY_TOO_LARGE') {
+      return reply.code(413).send({ error: 'payload_too_large', message: errorRegistry.payload_too_large.message, request_id: req.id });
+    }
+    if (status !== undefined && status >= 400 && status < 500) {
+      return reply.code(400).send({ error: 'invalid_request', message: errorRegistry.invalid_request.message, request_id: req.id });
+    }
+    req.log.error({ err }, 'unhandled gateway error');
+    return reply.code(500).send({ error: 'internal', message: errorRegistry.internal.message, request_id: req.id });
+  });
+}

@@ -1,0 +1,35 @@
+// The fastify instance factory shared by the gateway and admin listeners: request ids, body and header bounds, logger, no framework banners.
+import { randomUUID } from 'node:crypto';
+import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify';
+import type { Logger } from '../observability/logger.js';
+
+export interface HttpServerOptions {
+  log: Logger;
+  bodyLimit: number;
+  headerBytes: number;
+  trustProxy: boolean;
+  idleTimeoutMs: number;
+  maxConnections?: number;
+}
+
+export function createHttpServer(opts: HttpServerOptions): FastifyInstance {
+  const app = Fastify({
+    loggerInstance: opts.log as FastifyBaseLogger,
+    bodyLimit: opts.bodyLimit,
+    trustProxy: opts.trustProxy,
+    // Request ids are ours: a client-chosen id would let one request impersonate another in the audit log.
+    requestIdHeader: false,
+    genReqId: () => randomUUID(),
+    http: { maxHeaderSize: opts.headerBytes },
+    keepAliveTimeout: 72_000,
+    connectionTimeout: opts.idleTimeoutMs,
+    return503OnClosing: true,
+    forceCloseConnections: 'idle',
+    routerOptions: { ignoreTrailingSlash: false, caseSensitive: true, maxParamLength: 2048 },
+  });
+  if (opts.maxConnections !== undefined) app.server.maxConnections = opts.maxConnections;
+  app.addHook('onSend', async (req, reply) => {
+    reply.header('x-request-id', req.id);
+  });
+  return app;
+}

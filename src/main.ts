@@ -1,0 +1,145 @@
+// The `gatehouse` CLI: start [--role R], migrate, config check. Exit codes: 0 ok, 1 runtime failure, 2 configuration problem, 64 usage error.
+import { parseArgs } from 'node:util';
+import { createRequire } from 'node:module';
+import { stringify } from 'yaml';
+import { loadConfig, maskedConfig, serviceRoles, type LoadedConfig, type ServiceRole } from './config/index.js';
+import { createLogger, type Logger } from './observability/logger.js';
+import { startService } from './runtime/start.js';
+import { openStore } from './runtime/services.js';
+import { migrateToLatest } from './store/migrate.js';
+
+const EXIT_RUNTIME = 1;
+const EXIT_CONFIG = 2;
+const EXIT_USAGE = 64;
+
+const USAGE = `Usage: gatehouse <command>
+
+Commands:
+  start [--role all|gateway|admin|worker|migration]   run the service (role defaults to service_role)
+  migrate                                             apply pending control-store migrations and exit
+  config check                                        validate the configuration and print it with secrets masked
+
+Configuration: defaults, then YAML from SERVICE_CONFIG_PATH (else ./config.yaml or ./config.yml),
+then SERVICE_* environment variables (double underscore nests: SERVICE_GATEWAY__HTTP_PORT).
+See docs/configuration.md.`;
+
+/** Writes to stderr without the console: the CLI's own messages are not log records. */
+function say(line: string): void {
+  process.stderr.write(`${line}\n`);
+}
+
+function loadOrExit(): LoadedConfig {
+  const result = loadConfig();
+  if (!result.ok) {
+    say(`gatehouse: the configuration has ${result.problems.length} problem${result.problems.length === 1 ? '' : 's'}:`);
+    for (const p of result.problems) say(`  ${p}`);
+    process.exit(EXIT_CONFIG);
+  }
+  return result;
+}
+
+function loggerFor(loaded: LoadedConfig, role: string): Logger {
+  return createLogger({ level: loaded.config.observability.log_level, service: loaded.config.observability.service_name, role });
+}
+
+async function runMigrations(loaded: LoadedConfig, log: Logger): Promise<void> {
+  const store = await openStore(loaded.config, log);
+  try {
+    const { applied } = await migrateToLatest(store.db);
+    log.info({ applied }, applied.length > 0 ? 'migrations applied' : 'migrations already at head');
+  } finally {
+    await store.close();
+  }
+}
+
+async function start(roleArg: string | undefined): Promise<void> {
+  if (roleArg !== undefined && !(serviceRoles as readonly string[]).includes(roleArg)) {
+    say(`gatehouse: --role must be one of ${serviceRoles.join(', ')}`);
+    process.exit(EXIT_USAGE);
+  }
+  const loaded = loadOrExit();
+  const role = (roleArg ?? loaded.config.service_role) as ServiceRole;
+  const log = loggerFor(loaded, role);
+  for (const w of loaded.warnings) log.warn(w);
+
+  if (role === 'migration') {
+    await runMigrations(loaded, log);
+    return;
+  }
+
+  const running = await startService(loaded, role, log);
+  const graceMs = loaded.config.gateway.timeouts.shutdown_grace_ms;
+  const onSignal = (signal: NodeJS.Signals) => {
+    const force = setTimeout(() => {
+      log.error({ grace_ms: graceMs }, 'shutdown did not finish within the grace period; exiting');
+      process.exit(EXIT_RUNTIME);
+    }, graceMs);
+    force.unref();
+    running.shutdown(signal).then(
+      () => process.exit(0),
+      (err: unknown) => {
+        log.error({ err }, 'shutdown failed');
+        process.exit(EXIT_RUNTIME);
+      },
+    );
+  };
+  process.once('SIGTERM', onSignal);
+  process.once('SIGINT', onSignal);
+}
+
+function configCheck(): void {
+  const loaded = loadOrExit();
+  for (const w of loaded.warnings) say(`warning: ${w}`);
+  process.stdout.write(`# effective configuration${loaded.file ? ` (file: ${loaded.file})` : ' (no file; defaults and environment)'}; secrets masked\n`);
+  process.stdout.write(stringify(maskedConfig(loaded.config)));
+}
+
+function version(): string {
+  const require = createRequire(import.meta.url);
+  return (require('../package.json') as { version: string }).version;
+}
+
+async function main(argv: string[]): Promise<void> {
+  let parsed;
+  try {
+    parsed = parseArgs({
+      args: argv,
+      allowPositionals: true,
+      options: { role: { type: 'string' }, help: { type: 'boolean', short: 'h' }, version: { type: 'boolean', short: 'v' } },
+    });
+  } catch (err) {
+    say(`gatehouse: ${(err as Error).message}`);
+    say(USAGE);
+    process.exit(EXIT_USAGE);
+  }
+  const { values, positionals } = parsed;
+  if (values.version) return void process.stdout.write(`${version()}\n`);
+  const command = positionals.join(' ');
+  if (values.help || command === '' || command === 'help') return void process.stdout.write(`${USAGE}\n`);
+  if (values.role !== undefined && command !== 'start') {
+    say('gatehouse: --role applies to start only');
+    process.exit(EXIT_USAGE);
+  }
+  switch (command) {
+    case 'start':
+      return start(values.role);
+    case 'migrate': {
+      const loaded = loadOrExit();
+      return runMigrations(loaded, loggerFor(loaded, 'migration'));
+    }
+    case 'config check':
+      return configCheck();
+    default:
+      say(`gatehouse: unknown command "${command}"`);
+      say(USAGE);
+      process.exit(EXIT_USAGE);
+  }
+}
+
+main(process.argv.slice(2)).catch((err: unknown) => {
+  // Deliberate errors (a taken port, an unreachable store) carry safe messages; anything else is reported by class.
+  const e = err as { code?: string; message?: string; name?: string };
+  const safe = e.code !== undefined && typeof e.message === 'string' ? e.message : `${e.name ?? 'Error'}: start-up failed`;
+  say(`gatehouse: ${safe}`);
+  process.exit(EXIT_RUNTIME);
+});

@@ -1,0 +1,139 @@
+// The composition root shared by every role: opens the control store and coordination once, wires readiness, and closes them in order.
+import { randomUUID } from 'node:crypto';
+import os from 'node:os';
+import path from 'node:path';
+import type { Kysely } from 'kysely';
+import type { Config, LoadedConfig, ServiceRole } from '../config/index.js';
+import { createCoordination, type Coordination } from '../coord/index.js';
+import { openControlStore, type ControlStore } from '../store/db.js';
+import { migrateToLatest, migrationStatus } from '../store/migrate.js';
+import type { Database } from '../store/schema.js';
+import { Readiness } from '../health/readiness.js';
+import { SourceRegistry } from '../registry/sources.js';
+import { InvalidationBus } from '../cache/invalidation.js';
+import type { Logger } from '../observability/logger.js';
+import { runtimeSecrets, type RuntimeSecrets } from './dev-secrets.js';
+
+export interface Services {
+  readonly config: Readonly<Config>;
+  readonly secrets: RuntimeSecrets;
+  readonly log: Logger;
+  readonly instanceId: string;
+  readonly store: ControlStore;
+  readonly db: Kysely<Database>;
+  readonly coord: Coordination;
+  readonly readiness: Readiness;
+  readonly registry: SourceRegistry;
+  readonly invalidation: InvalidationBus;
+  /** Registers a closer run at shutdown, last registered first (listeners before the stores they use). */
+  onClose(fn: () => Promise<void>): void;
+  close(): Promise<void>;
+}
+
+/** The directory that holds embedded state (`./.gatehouse` by default): the parent of the embedded store. */
+export function stateDirOf(config: Readonly<Config>): string {
+  return path.dirname(path.resolve(config.database.embedded_dir));
+}
+
+export function shouldMigrateOnStart(config: Readonly<Config>): boolean {
+  return config.database.migrate_on_start ?? config.environment !== 'production';
+}
+
+export async function openStore(config: Readonly<Config>, log: Logger): Promise<ControlStore> {
+  return openControlStore({
+    url: config.database.url,
+    embeddedDir: path.resolve(config.database.embedded_dir),
+    poolMax: config.database.pool_max,
+    connectTimeoutMs: config.database.connect_timeout_ms,
+    statementTimeoutMs: config.database.statement_timeout_ms,
+    ssl: { mode: config.database.ssl_mode, caFile: config.database.ssl_ca_file },
+    logger: log.child({ component: 'store' }),
+  });
+}
+
+export async function buildServices(loaded: LoadedConfig, role: ServiceRole, log: Logger): Promise<Services> {
+  const { config } = loaded;
+  const closers: Array<() => Promise<void>> = [];
+  const instanceId = `${os.hostname()}-${process.pid}-${randomUUID().slice(0, 8)}`;
+  const secrets = runtimeSecrets(config, loaded.secrets, log, stateDirOf(config));
+
+  const store = await openStore(config, log);
+  closers.push(() => store.close());
+  try {
+    if (shouldMigrateOnStart(config)) {
+      const { applied } = await migrateToLatest(store.db);
+      if (applied.length > 0) log.info({ applied }, 'migrations applied');
+    }
+
+    const coord = createCoordination({
+      redisUrl: config.redis.url ?? undefined,
+      keyPrefix: config.redis.key_prefix,
+      connectTimeoutMs: config.redis.connect_timeout_ms,
+      logger: log.child({ component: 'coordination' }),
+    });
+    closers.push(() => coord.close());
+    if (coord.kind === 'memory') log.warn('coordination runs in-process (embedded development mode): sessions, limits and caches are not shared');
+
+    const readiness = new Readiness();
+    const registry = new SourceRegistry(store.db, coord, log.child({ component: 'registry' }));
+    const invalidation = new InvalidationBus(coord, config.cache.invalidation_channel, instanceId, log.child({ component: 'cache-invalidation' }));
+
+    readiness.register('database', async () => {
+      await store.ping();
+      return { ok: true, detail: store.kind === 'pglite' ? 'embedded store' : 'reachable' };
+    });
+    readiness.register('migrations', async () => {
+      const status = await migrationStatus(store.db);
+      return status.atHead
+        ? { ok: true, detail: `at head (${status.applied.length} applied)` }
+        : { ok: false, detail: `pending: ${status.pending.join(', ')}` };
+    });
+    readiness.register('redis', async () => {
+      await coord.ping();
+      return { ok: true, detail: coord.kind === 'memory' ? 'in-process coordination (embedded)' : 'reachable' };
+    });
+    readiness.register('registry', () => registry.health());
+    readiness.register('cache_invalidation', () => invalidation.health());
+
+    if (role !== 'worker' && role !== 'migration') {
+      // Start-up must not fail when Redis is briefly down: the subscription is kept and made on reconnect, and /ready says so meanwhile.
+      await invalidation.start();
+      closers.push(() => invalidation.stop());
+      await registry.start();
+      closers.push(() => registry.stop());
+    }
+
+    let closed = false;
+    return {
+      config,
+      secrets,
+      log,
+      instanceId,
+      store,
+      db: store.db,
+      coord,
+      readiness,
+      registry,
+      invalidation,
+      onClose: (fn) => closers.push(fn),
+      close: async () => {
+        if (closed) return;
+        closed = true;
+        await runClosers(closers, log);
+      },
+    };
+  } catch (err) {
+    await runClosers(closers, log);
+    throw err;
+  }
+}
+
+async function runClosers(closers: Array<() => Promise<void>>, log: Logger): Promise<void> {
+  for (const fn of closers.reverse()) {
+    try {
+      await fn();
+    } catch (err) {
+      log.error({ err }, 'error while closing');
+    }
+  }
+}

@@ -1,0 +1,127 @@
+// Starting a role: builds the services, binds each listener with a clear error naming the config key when a port is taken, and shuts down gracefully on SIGTERM/SIGINT.
+import type net from 'node:net';
+import type { FastifyInstance } from 'fastify';
+import type { LoadedConfig, ServiceRole } from '../config/index.js';
+import type { Logger } from '../observability/logger.js';
+import { buildServices, type Services } from './services.js';
+import { buildGatewayApp } from '../gateway/app.js';
+import { buildAdminApp } from '../admin/app.js';
+import { createWirePlaceholder } from '../gateway/pgwire/placeholder.js';
+import { Worker } from '../worker/worker.js';
+
+export class ListenError extends Error {
+  readonly code = 'listen_failed';
+}
+
+export interface RunningService {
+  services: Services;
+  /** Addresses actually bound, by config key (useful with port 0 in tests). */
+  addresses: Record<string, { host: string; port: number }>;
+  shutdown(reason: string): Promise<void>;
+}
+
+interface Listener {
+  key: string;
+  close(): Promise<void>;
+}
+
+const envName = (key: string) => `SERVICE_${key.toUpperCase().replace('.', '__')}`;
+
+function listenFailure(err: unknown, key: string, host: string, port: number): ListenError {
+  const code = (err as NodeJS.ErrnoException).code;
+  if (code === 'EADDRINUSE') {
+    return new ListenError(`${key}: port ${port} on ${host} is already in use; choose another port with ${key} (environment ${envName(key)})`);
+  }
+  if (code === 'EACCES') return new ListenError(`${key}: not permitted to listen on ${host}:${port}; choose a port above 1023 with ${key}`);
+  if (code === 'EADDRNOTAVAIL' || code === 'ENOTFOUND') return new ListenError(`${key.replace(/port$/, 'host')}: ${host} is not an address of this machine`);
+  return new ListenError(`${key}: cannot listen on ${host}:${port} (${code ?? 'unknown error'})`);
+}
+
+async function listenFastify(app: FastifyInstance, key: string, host: string, port: number): Promise<{ host: string; port: number }> {
+  try {
+    await app.listen({ host, port, listenTextResolver: (address) => `${key}: listening at ${address}` });
+  } catch (err) {
+    throw listenFailure(err, key, host, port);
+  }
+  const addr = app.server.address() as net.AddressInfo;
+  return { host: addr.address, port: addr.port };
+}
+
+async function listenNet(server: net.Server, key: string, host: string, port: number): Promise<{ host: string; port: number }> {
+  await new Promise<void>((resolve, reject) => {
+    const onError = (err: Error) => reject(listenFailure(err, key, host, port));
+    server.once('error', onError);
+    server.listen({ host, port }, () => {
+      server.off('error', onError);
+      resolve();
+    });
+  });
+  const addr = server.address() as net.AddressInfo;
+  return { host: addr.address, port: addr.port };
+}
+
+export async function startService(loaded: LoadedConfig, role: ServiceRole, log: Logger): Promise<RunningService> {
+  const { config } = loaded;
+  const services = await buildServices(loaded, role, log);
+  const listeners: Listener[] = [];
+  const addresses: RunningService['addresses'] = {};
+  let worker: Worker | null = null;
+
+  try {
+    if (role === 'all' || role === 'gateway') {
+      const gateway = await buildGatewayApp(services);
+      addresses['gateway.http_port'] = await listenFastify(gateway, 'gateway.http_port', config.gateway.host, config.gateway.http_port);
+      listeners.push({ key: 'gateway.http_port', close: () => gateway.close() });
+      if (config.gateway.pg_enabled) {
+        const wire = createWirePlaceholder({
+          log: log.child({ listener: 'pgwire' }),
+          maxStartupPacketBytes: config.gateway.limits.pg_startup_packet_bytes,
+          idleTimeoutMs: config.gateway.timeouts.client_idle_ms,
+        });
+        const host = config.gateway.pg_host ?? config.gateway.host;
+        addresses['gateway.pg_port'] = await listenNet(wire, 'gateway.pg_port', host, config.gateway.pg_port);
+        listeners.push({ key: 'gateway.pg_port', close: () => new Promise((resolve) => wire.close(() => resolve())) });
+      }
+    }
+    if (role === 'all' || role === 'admin') {
+      const admin = await buildAdminApp(services);
+      addresses['admin.port'] = await listenFastify(admin, 'admin.port', config.admin.host, config.admin.port);
+      listeners.push({ key: 'admin.port', close: () => admin.close() });
+    }
+    if (role === 'all' || role === 'worker') {
+      worker = new Worker(services);
+      await worker.start();
+    }
+  } catch (err) {
+    for (const l of listeners.reverse()) await l.close().catch(() => undefined);
+    await worker?.stop();
+    await services.close();
+    throw err;
+  }
+
+  let shuttingDown: Promise<void> | null = null;
+  const shutdown = (reason: string): Promise<void> => {
+    shuttingDown ??= (async () => {
+      log.info({ reason }, 'shutting down: draining listeners');
+      services.readiness.startDraining();
+      // Listeners first (stop accepting, finish in-flight requests), then the worker, then stores flush and close.
+      await Promise.allSettled(listeners.map((l) => l.close()));
+      await worker?.stop();
+      await services.close();
+      log.info('shutdown complete');
+    })();
+    return shuttingDown;
+  };
+
+  log.info(
+    {
+      role,
+      environment: config.environment,
+      store: services.store.kind,
+      coordination: services.coord.kind,
+      listeners: Object.fromEntries(Object.entries(addresses).map(([k, a]) => [k, `${a.host}:${a.port}`])),
+    },
+    'gatehouse started',
+  );
+  return { services, addresses, shutdown };
+}

@@ -1,0 +1,61 @@
+// The background worker role: listens on nothing; sends heartbeats and runs the periodic tasks registered with it (ingestion, catalog, sweeps).
+import os from 'node:os';
+import { sql } from 'kysely';
+import type { Services } from '../runtime/services.js';
+
+export interface PeriodicTask {
+  name: string;
+  intervalMs: number;
+  run(): Promise<void>;
+}
+
+export class Worker {
+  readonly workerId: string;
+  readonly #timers: NodeJS.Timeout[] = [];
+  readonly #running = new Set<Promise<void>>();
+  readonly #tasks: PeriodicTask[] = [];
+  #stopped = false;
+
+  constructor(private readonly services: Services) {
+    this.workerId = services.config.worker.id ?? `${os.hostname()}-${process.pid}`;
+    this.#tasks.push({ name: 'heartbeat', intervalMs: services.config.worker.heartbeat_interval_seconds * 1000, run: () => this.heartbeat() });
+  }
+
+  addTask(task: PeriodicTask): void {
+    this.#tasks.push(task);
+  }
+
+  async start(): Promise<void> {
+    await this.heartbeat();
+    for (const task of this.#tasks) {
+      const timer = setInterval(() => this.#runOnce(task), task.intervalMs);
+      this.#timers.push(timer);
+    }
+    this.services.log.info({ worker_id: this.workerId, tasks: this.#tasks.map((t) => t.name) }, 'worker started');
+  }
+
+  async heartbeat(): Promise<void> {
+    const metadata = JSON.stringify({ host: os.hostname(), pid: process.pid, concurrency: this.services.config.worker.concurrency });
+    await this.services.db
+      .insertInto('workers')
+      .values({ worker_id: this.workerId, last_heartbeat: sql<Date>`now()`, metadata: sql`${metadata}::jsonb` })
+      .onConflict((oc) => oc.column('worker_id').doUpdateSet({ last_heartbeat: sql<Date>`now()`, metadata: sql`${metadata}::jsonb` }))
+      .execute();
+  }
+
+  #runOnce(task: PeriodicTask): void {
+    if (this.#stopped) return;
+    const p = task
+      .run()
+      .catch((err: unknown) => this.services.log.error({ err, task: task.name }, 'worker task failed'))
+      .finally(() => this.#running.delete(p));
+    this.#running.add(p);
+  }
+
+  /** Stops scheduling and waits for tasks in flight, so a SIGTERM never cuts a sweep in half. */
+  async stop(): Promise<void> {
+    this.#stopped = true;
+    for (const t of this.#timers) clearInterval(t);
+    await Promise.allSettled([...this.#running]);
+  }
+}
