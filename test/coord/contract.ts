@@ -60,10 +60,10 @@ export function coordinationContract(name: string, factory: CoordinationFactory,
 
       it('expires a key after its TTL', async () => {
         const coord = await fresh();
-        await coord.set('short', 'v', { ttlMs: 80 });
+        await coord.set('short', 'v', { ttlMs: 300 });
         await coord.set('long', 'v', { ttlMs: 10_000 });
         expect(await coord.get('short')).toBe('v');
-        await sleep(200);
+        await sleep(450);
         expect(await coord.get('short')).toBeNull();
         expect(await coord.get('long')).toBe('v');
       });
@@ -79,10 +79,10 @@ export function coordinationContract(name: string, factory: CoordinationFactory,
       it('expire sets a new lifetime on existing keys only', async () => {
         const coord = await fresh();
         await coord.set('k', 'v');
-        expect(await coord.expire('k', 80)).toBe(true);
-        expect(await coord.expire('missing', 80)).toBe(false);
+        expect(await coord.expire('k', 300)).toBe(true);
+        expect(await coord.expire('missing', 300)).toBe(false);
         expect(await coord.get('k')).toBe('v');
-        await sleep(200);
+        await sleep(450);
         expect(await coord.get('k')).toBeNull();
       });
 
@@ -100,10 +100,10 @@ export function coordinationContract(name: string, factory: CoordinationFactory,
 
       it('setIfAbsent stores only when absent, and again once the key expired', async () => {
         const coord = await fresh();
-        expect(await coord.setIfAbsent('k', 'first', { ttlMs: 80 })).toBe(true);
-        expect(await coord.setIfAbsent('k', 'second', { ttlMs: 80 })).toBe(false);
+        expect(await coord.setIfAbsent('k', 'first', { ttlMs: 300 })).toBe(true);
+        expect(await coord.setIfAbsent('k', 'second', { ttlMs: 300 })).toBe(false);
         expect(await coord.get('k')).toBe('first');
-        await sleep(200);
+        await sleep(450);
         expect(await coord.setIfAbsent('k', 'third', { ttlMs: 1000 })).toBe(true);
         expect(await coord.get('k')).toBe('third');
       });
@@ -162,12 +162,12 @@ export function coordinationContract(name: string, factory: CoordinationFactory,
 
       it('sets the TTL when the counter is created and does not stretch it on later increments', async () => {
         const coord = await fresh();
-        expect(await coord.incr('window', 1, { ttlMs: 200 })).toBe(1);
-        await sleep(100);
+        expect(await coord.incr('window', 1, { ttlMs: 400 })).toBe(1);
+        await sleep(150);
         expect(await coord.incr('window', 1, { ttlMs: 10_000 })).toBe(2);
-        await sleep(250);
+        await sleep(400);
         expect(await coord.get('window')).toBeNull();
-        expect(await coord.incr('window', 1, { ttlMs: 200 })).toBe(1);
+        expect(await coord.incr('window', 1, { ttlMs: 400 })).toBe(1);
       });
 
       it('a counter without ttlMs does not expire', async () => {
@@ -299,11 +299,11 @@ export function coordinationContract(name: string, factory: CoordinationFactory,
 
       it('extend keeps the lock past its original lifetime', async () => {
         const coord = await fresh();
-        const lock = await coord.acquireLock('job', 150);
+        const lock = await coord.acquireLock('job', 400);
         expect(lock).not.toBeNull();
-        await sleep(60);
-        expect(await lock!.extend(2000)).toBe(true);
-        await sleep(200);
+        await sleep(100);
+        expect(await lock!.extend(3000)).toBe(true);
+        await sleep(450);
         expect(await coord.acquireLock('job', 1000)).toBeNull();
         expect(await lock!.release()).toBe(true);
         expect(await lock!.extend(1000)).toBe(false);
