@@ -1,8 +1,10 @@
 // The static, ordered list of control-store migrations (no file scanning: dist/ must find them too).
 import type { Migration } from 'kysely/migration';
 import { foundation } from './0001_foundation.js';
+import { audit } from './0002_audit.js';
 
 /** Every migration, keyed by its sortable name; Kysely applies them in key order. Append only. */
 export const migrations: Readonly<Record<string, Migration>> = Object.freeze({
   '0001_foundation': foundation,
+  '0002_audit': audit,
 });

@@ -1,0 +1,125 @@
+// The per-request audit emitter: the request owns one AuditContext and it emits exactly one canonical entry (spec §6.4).
+import { performance } from 'node:perf_hooks';
+import { newAuditId, type AuditChannel, type AuditEntry, type AuditFields } from './entry.js';
+import type { AuditPort } from './port.js';
+
+/** pino-compatible subset. */
+export interface AuditLogger {
+  info(obj: object, msg?: string): void;
+  warn(obj: object, msg?: string): void;
+  error(obj: object, msg?: string): void;
+}
+
+export type AuditBegin = { channel: AuditChannel; request_id: string } & Partial<AuditFields>;
+
+/** The status recorded when the client went away before an answer (nginx's convention). */
+export const CLIENT_CLOSED_STATUS = 499;
+
+const DEFAULTS: Omit<AuditFields, 'channel' | 'request_id'> = {
+  identity_id: null, admin_user_id: null, source_id: null, operation: null, method: null, path: null,
+  sql_fingerprint: null, sql_normalized: null, tables: [], decision: 'error', reasons: [], policy_ids: [],
+  approval_id: null, status: 0, upstream_status: null, cache: null, redactions: 0, bytes_in: 0, bytes_out: 0,
+  duration_ms: 0, client_ip: null, action: null, target: null, changes: null, error_code: null,
+};
+
+/** Creates request contexts bound to one audit port. Constructed once per process, injected. */
+export class Auditor {
+  readonly #port: AuditPort;
+  readonly #logger: AuditLogger;
+  readonly #now: () => number;
+
+  constructor(opts: { port: AuditPort; logger: AuditLogger; now?: () => number }) {
+    this.#port = opts.port;
+    this.#logger = opts.logger;
+    this.#now = opts.now ?? Date.now;
+  }
+
+  /** Starts the entry of one request: id and ts are fixed now, so retries and replays keep them. */
+  begin(init: AuditBegin): AuditContext {
+    return new AuditContext(this.#port, this.#logger, init, this.#now());
+  }
+}
+
+/**
+ * Collects the fields of one request's entry and emits it once. The id and ts are set at creation;
+ * `duration_ms` is measured from creation unless set explicitly.
+ */
+export class AuditContext {
+  readonly id: string;
+  readonly ts: string;
+  readonly #port: AuditPort;
+  readonly #logger: AuditLogger;
+  readonly #startedAt = performance.now();
+  #fields: AuditFields;
+  #durationSet = false;
+  #ended: Promise<void> | null = null;
+
+  constructor(port: AuditPort, logger: AuditLogger, init: AuditBegin, nowMs: number) {
+    this.#port = port;
+    this.#logger = logger;
+    this.id = newAuditId(nowMs);
+    this.ts = new Date(nowMs).toISOString();
+    this.#fields = { ...DEFAULTS, ...init };
+    if (init.duration_ms !== undefined) this.#durationSet = true;
+  }
+
+  get ended(): boolean {
+    return this.#ended !== null;
+  }
+
+  get request_id(): string {
+    return this.#fields.request_id;
+  }
+
+  /** Merges fields as the request progresses; arrays replace, they do not append. */
+  set(fields: Partial<AuditFields>): this {
+    if (this.#ended) {
+      this.#logger.error({ audit_id: this.id, request_id: this.#fields.request_id, fields: Object.keys(fields) }, 'audit entry changed after it was emitted (bug)');
+      return this;
+    }
+    Object.assign(this.#fields, fields);
+    if (fields.duration_ms !== undefined) this.#durationSet = true;
+    return this;
+  }
+
+  addReason(reason: string): this {
+    return this.set({ reasons: [...this.#fields.reasons, reason] });
+  }
+
+  /** Throws GatehouseError('audit_unavailable') when this request's entry could not be recorded now. */
+  admit(): void {
+    this.#port.admit();
+  }
+
+  /** The entry as it would be emitted now (for logs and tests). */
+  snapshot(): AuditEntry {
+    const duration = this.#durationSet ? this.#fields.duration_ms : Math.round((performance.now() - this.#startedAt) * 1000) / 1000;
+    return { id: this.id, ts: this.ts, ...this.#fields, duration_ms: duration };
+  }
+
+  /**
+   * Emits the entry; resolves when the audit durability mode is satisfied. A second call is a bug
+   * in the caller: it is logged and returns the first call's promise, so nothing is emitted twice.
+   */
+  end(final: Partial<AuditFields> = {}): Promise<void> {
+    if (this.#ended) {
+      this.#logger.error({ audit_id: this.id, request_id: this.#fields.request_id }, 'audit entry ended twice (bug); the second end is ignored');
+      return this.#ended;
+    }
+    Object.assign(this.#fields, final);
+    if (final.duration_ms !== undefined) this.#durationSet = true;
+    const entry = this.snapshot();
+    this.#ended = this.#port.write(entry);
+    return this.#ended;
+  }
+
+  /**
+   * For a client that disconnected before the answer: status 499 unless a status was already
+   * decided, decision `error` unless one was made. A no-op (without a bug log) if already ended.
+   */
+  endOnAbort(final: Partial<AuditFields> = {}): Promise<void> {
+    if (this.#ended) return this.#ended;
+    const status = this.#fields.status === 0 ? CLIENT_CLOSED_STATUS : this.#fields.status;
+    return this.end({ status, error_code: this.#fields.error_code ?? 'client_closed', ...final });
+  }
+}

@@ -1,0 +1,181 @@
+// The canonical audit entry (DESIGN §6, spec §6.4): one typed record for every channel, its validation, id generation and secret masking.
+import { randomBytes } from 'node:crypto';
+
+export const AUDIT_CHANNELS = ['http', 'pgwire', 'mcp', 'admin'] as const;
+export type AuditChannel = (typeof AUDIT_CHANNELS)[number];
+
+export const AUDIT_DECISIONS = ['allow', 'deny', 'require_approval', 'error'] as const;
+export type AuditDecision = (typeof AUDIT_DECISIONS)[number];
+
+export const AUDIT_CACHE_OUTCOMES = ['hit', 'miss', 'bypass'] as const;
+export type AuditCacheOutcome = (typeof AUDIT_CACHE_OUTCOMES)[number];
+
+/** What an admin action acted on, e.g. `{type: 'identity', id: '42'}`. */
+export interface AuditTarget {
+  type: string;
+  id: string;
+}
+
+/** Before/after of an admin change, already passed through sanitizeChanges(). */
+export interface AuditChanges {
+  before: unknown;
+  after: unknown;
+}
+
+/**
+ * One audit record. `id` is generated when the entry is created and is the idempotency key:
+ * every retry, spill and replay carries the same id (and ts), so storage keeps it once.
+ * No field may hold a secret or raw SQL text: `sql_normalized` has literals replaced by placeholders.
+ */
+export interface AuditEntry {
+  id: string;
+  /** ISO-8601 UTC with millisecond precision (the partition key). */
+  ts: string;
+  request_id: string;
+  channel: AuditChannel;
+  identity_id: number | null;
+  /** The acting admin for channel `admin`. */
+  admin_user_id: number | null;
+  source_id: string | null;
+  /** read | write | ddl | admin | tool name …; free text bounded by the caller's vocabulary. */
+  operation: string | null;
+  method: string | null;
+  path: string | null;
+  sql_fingerprint: string | null;
+  sql_normalized: string | null;
+  tables: string[];
+  decision: AuditDecision;
+  reasons: string[];
+  policy_ids: number[];
+  approval_id: number | null;
+  status: number;
+  upstream_status: number | null;
+  cache: AuditCacheOutcome | null;
+  redactions: number;
+  bytes_in: number;
+  bytes_out: number;
+  duration_ms: number;
+  client_ip: string | null;
+  /** Admin action name, e.g. `identity.create`. */
+  action: string | null;
+  target: AuditTarget | null;
+  changes: AuditChanges | null;
+  /** The error registry code when the request failed. */
+  error_code: string | null;
+}
+
+/** The fields a request fills in as it progresses (everything but the generated id and ts). */
+export type AuditFields = Omit<AuditEntry, 'id' | 'ts'>;
+
+/** Column order used for storage, CSV export and validation; one list so they cannot drift. */
+export const AUDIT_FIELDS = [
+  'id', 'ts', 'request_id', 'channel', 'identity_id', 'admin_user_id', 'source_id', 'operation', 'method', 'path',
+  'sql_fingerprint', 'sql_normalized', 'tables', 'decision', 'reasons', 'policy_ids', 'approval_id', 'status',
+  'upstream_status', 'cache', 'redactions', 'bytes_in', 'bytes_out', 'duration_ms', 'client_ip', 'action', 'target',
+  'changes', 'error_code',
+] as const satisfies readonly (keyof AuditEntry)[];
+
+/**
+ * A UUIDv7 (RFC 9562 §5.7): 48-bit Unix milliseconds then random bits, so ids sort roughly by
+ * creation time and index inserts stay local.
+ */
+export function newAuditId(nowMs: number = Date.now()): string {
+  const b = randomBytes(16);
+  b.writeUIntBE(nowMs, 0, 6);
+  b[6] = (b[6]! & 0x0f) | 0x70;
+  b[8] = (b[8]! & 0x3f) | 0x80;
+  const h = b.toString('hex');
+  return `${h.slice(0, 8)}-${h.slice(8, 12)}-${h.slice(12, 16)}-${h.slice(16, 20)}-${h.slice(20)}`;
+}
+
+const UUID_RE = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
+const TS_RE = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/;
+const TEXT_MAX = 16_384;
+
+function intOrNull(v: unknown): boolean {
+  return v === null || Number.isSafeInteger(v);
+}
+
+function textOrNull(v: unknown): boolean {
+  return v === null || (typeof v === 'string' && v.length <= TEXT_MAX);
+}
+
+function textArray(v: unknown): boolean {
+  return Array.isArray(v) && v.length <= 1_000 && v.every((s) => typeof s === 'string' && s.length <= TEXT_MAX);
+}
+
+/**
+ * Checks an entry before it is accepted: a malformed entry would be refused by the table's
+ * constraints later and block its whole batch, so it is a caller bug reported here (TypeError).
+ */
+export function assertValidEntry(e: AuditEntry): void {
+  const fail = (field: string): never => {
+    throw new TypeError(`audit entry ${String(e?.id)}: invalid ${field}`);
+  };
+  if (typeof e !== 'object' || e === null) throw new TypeError('audit entry must be an object');
+  if (typeof e.id !== 'string' || !UUID_RE.test(e.id)) fail('id');
+  if (typeof e.ts !== 'string' || !TS_RE.test(e.ts) || Number.isNaN(Date.parse(e.ts))) fail('ts');
+  if (typeof e.request_id !== 'string' || e.request_id.length === 0 || e.request_id.length > 256) fail('request_id');
+  if (!(AUDIT_CHANNELS as readonly string[]).includes(e.channel)) fail('channel');
+  if (!(AUDIT_DECISIONS as readonly string[]).includes(e.decision)) fail('decision');
+  if (e.cache !== null && !(AUDIT_CACHE_OUTCOMES as readonly string[]).includes(e.cache)) fail('cache');
+  for (const k of ['identity_id', 'admin_user_id', 'approval_id', 'upstream_status'] as const) if (!intOrNull(e[k])) fail(k);
+  for (const k of ['status', 'redactions', 'bytes_in', 'bytes_out'] as const) if (!Number.isSafeInteger(e[k]) || e[k] < 0) fail(k);
+  if (typeof e.duration_ms !== 'number' || !Number.isFinite(e.duration_ms) || e.duration_ms < 0) fail('duration_ms');
+  for (const k of ['source_id', 'operation', 'method', 'path', 'sql_fingerprint', 'sql_normalized', 'client_ip', 'action', 'error_code'] as const) {
+    if (!textOrNull(e[k])) fail(k);
+  }
+  if (!textArray(e.tables)) fail('tables');
+  if (!textArray(e.reasons)) fail('reasons');
+  if (!Array.isArray(e.policy_ids) || !e.policy_ids.every((p) => Number.isSafeInteger(p))) fail('policy_ids');
+  if (e.target !== null && (typeof e.target?.type !== 'string' || typeof e.target?.id !== 'string')) fail('target');
+  if (e.changes !== null && (typeof e.changes !== 'object' || !('before' in e.changes) || !('after' in e.changes))) fail('changes');
+}
+
+// ---------------------------------------------------------------------------------------------
+// Secret masking for admin before/after
+
+export const CHANGE_MASK = '****';
+
+/** Key names whose values are credentials (matched on the lower-cased key). */
+const SECRET_KEY_RE = /(pass(word|wd|phrase)?|secret|token|api_?key|private_?key|auth_header|authorization|cookie|pepper|credential|signing_key|dsn)$/;
+/** Values that are a whole URL with embedded credentials (postgres://user:pw@host). */
+const URL_WITH_PASSWORD_RE = /^([a-z][a-z0-9+.-]*:\/\/[^/:@\s]*):[^@\s/]*@/i;
+
+function isSecretKey(key: string): boolean {
+  const k = key.toLowerCase();
+  // A secret reference (env:NAME, file:/path) names where a secret lives, not the secret: safe to show.
+  if (k.endsWith('_ref') || k.endsWith('_mode')) return false;
+  return SECRET_KEY_RE.test(k);
+}
+
+function maskValue(value: unknown): unknown {
+  if (value === null || value === undefined || value === '') return value;
+  return CHANGE_MASK;
+}
+
+/**
+ * Deep copy of an admin before/after value with credentials masked: secret-looking keys
+ * (password, token, secret, api_key, connection_config.password …) become `****` (absent and
+ * empty values stay as they are, so "was a password set" is still visible), `*_ref` keys are kept,
+ * and passwords embedded in URLs are masked wherever they appear.
+ */
+export function sanitizeChanges(value: unknown, depth = 0): unknown {
+  if (depth > 32) return CHANGE_MASK;
+  if (typeof value === 'string') return value.replace(URL_WITH_PASSWORD_RE, `$1:${CHANGE_MASK}@`);
+  if (Array.isArray(value)) return value.map((v) => sanitizeChanges(v, depth + 1));
+  if (value instanceof Date) return value.toISOString();
+  if (typeof value === 'object' && value !== null) {
+    const out: Record<string, unknown> = {};
+    for (const [k, v] of Object.entries(value)) out[k] = isSecretKey(k) ? maskValue(v) : sanitizeChanges(v, depth + 1);
+    return out;
+  }
+  if (typeof value === 'bigint') return value.toString();
+  if (typeof value === 'function' || typeof value === 'symbol') return undefined;
+  return value;
+}
+
+/** Builds the admin `changes` field from raw before/after records. */
+export function auditChanges(before: unknown, after: unknown): AuditChanges {
+  return { before: sanitizeChanges(before ?? null), after: sanitizeChanges(after ?? null) };
+}

@@ -1,0 +1,95 @@
+// The admin audit routes: GET /api/audit (filtered keyset pages) and GET /api/audit/export (streamed CSV / JSONL); the admin app mounts them behind its auth guard.
+import { Readable } from 'node:stream';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import type { Kysely } from 'kysely';
+import { z } from 'zod';
+import { AUDIT_CHANNELS, AUDIT_DECISIONS } from './entry.js';
+import type { AuditDatabase } from './schema.js';
+import { decodeCursor, exportAudit, InvalidCursorError, searchAudit, SEARCH_DEFAULT_LIMIT, SEARCH_MAX_LIMIT, type AuditFilters } from './search.js';
+
+export interface AuditRouteDeps {
+  db: Kysely<AuditDatabase>;
+  /** The admin auth guard (auditor or admin); it answers the request itself to refuse it. */
+  authorize: (req: FastifyRequest, reply: FastifyReply) => Promise<void> | void;
+}
+
+const isoDate = z.iso.datetime({ offset: true }).transform((s) => new Date(s));
+const intId = z.coerce.number().int().min(1).max(2_147_483_647);
+
+const filterSchema = z.object({
+  from: isoDate.optional(),
+  to: isoDate.optional(),
+  identity_id: intId.optional(),
+  source_id: z.string().min(1).max(256).optional(),
+  channel: z.enum(AUDIT_CHANNELS).optional(),
+  decision: z.enum(AUDIT_DECISIONS).optional(),
+  approval_id: intId.optional(),
+  request_id: z.string().min(1).max(256).optional(),
+});
+
+const searchSchema = filterSchema.extend({
+  limit: z.coerce.number().int().min(1).max(SEARCH_MAX_LIMIT).default(SEARCH_DEFAULT_LIMIT),
+  cursor: z.string().min(1).max(1024).optional(),
+});
+
+const exportSchema = filterSchema.extend({ format: z.enum(['csv', 'jsonl']).default('jsonl') });
+
+export interface ValidationDetail {
+  loc: (string | number)[];
+  msg: string;
+  type: string;
+}
+
+/** zod issues → the spec's HTTPValidationError items, located in the query string. */
+export function queryValidationDetail(error: z.ZodError): ValidationDetail[] {
+  return error.issues.map((issue) => ({
+    loc: ['query', ...issue.path.map((p) => (typeof p === 'symbol' ? String(p) : p))],
+    msg: issue.message,
+    type: issue.code,
+  }));
+}
+
+function parseQuery<S extends z.ZodType>(schema: S, req: FastifyRequest, reply: FastifyReply): z.output<S> | null {
+  const query = req.query as Record<string, unknown>;
+  // A repeated parameter arrives as an array; only single values are meaningful here.
+  const single = Object.fromEntries(Object.entries(query ?? {}).map(([k, v]) => [k, Array.isArray(v) ? v[v.length - 1] : v]));
+  const parsed = schema.safeParse(single);
+  if (!parsed.success) {
+    void reply.code(422).send({ detail: queryValidationDetail(parsed.error) });
+    return null;
+  }
+  return parsed.data;
+}
+
+export function registerAuditRoutes(app: FastifyInstance, deps: AuditRouteDeps): void {
+  const preHandler = async (req: FastifyRequest, reply: FastifyReply): Promise<unknown> => {
+    await deps.authorize(req, reply);
+    return reply.sent ? reply : undefined;
+  };
+
+  app.get('/api/audit', { preHandler }, async (req, reply) => {
+    const q = parseQuery(searchSchema, req, reply);
+    if (!q) return reply;
+    if (q.cursor) {
+      try {
+        decodeCursor(q.cursor);
+      } catch (error) {
+        if (!(error instanceof InvalidCursorError)) throw error;
+        return reply.code(422).send({ detail: [{ loc: ['query', 'cursor'], msg: 'cursor is not valid', type: 'value_error' }] });
+      }
+    }
+    return searchAudit(deps.db, q as AuditFilters);
+  });
+
+  app.get('/api/audit/export', { preHandler }, async (req, reply) => {
+    const q = parseQuery(exportSchema, req, reply);
+    if (!q) return reply;
+    const { format, ...filters } = q;
+    const stamp = new Date().toISOString().replace(/[:.]/g, '-');
+    void reply
+      .header('content-type', format === 'csv' ? 'text/csv; charset=utf-8' : 'application/x-ndjson; charset=utf-8')
+      .header('content-disposition', `attachment; filename="audit-${stamp}.${format}"`)
+      .header('cache-control', 'no-store');
+    return reply.send(Readable.from(exportAudit(deps.db, filters as AuditFilters, format)));
+  });
+}

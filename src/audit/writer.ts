@@ -1,0 +1,368 @@
+// The audit writer: strict (answer after commit or fsync) and buffered (bounded batches) delivery to PostgreSQL, spilling to the durable spool.
+import type { Kysely } from 'kysely';
+import { sql } from 'kysely';
+import type { Config } from '../config/schema.js';
+import { GatehouseError } from '../errors/registry.js';
+import type { AuditLogger } from './context.js';
+import { assertValidEntry, type AuditEntry } from './entry.js';
+import { insertAuditEntries } from './insert.js';
+import type { AuditHealth, AuditPort, AuditStats } from './port.js';
+import { AuditSpool } from './spool.js';
+
+export type AuditConfig = Config['audit'];
+
+export interface AuditWriterOptions {
+  // eslint-disable-next-line @typescript-eslint/no-explicit-any
+  db: Kysely<any>;
+  config: AuditConfig;
+  logger: AuditLogger;
+  /** Defaults to a spool built from config.spool. */
+  spool?: AuditSpool;
+  /** An insert not answered within this time counts as a failure (its entries go to the spool). */
+  insertTimeoutMs?: number;
+  /** Strict mode: concurrent group-commit inserts in flight (bounded by the pool size the caller chose). */
+  strictConcurrency?: number;
+  /** Buffered mode: concurrent batch inserts in flight. */
+  flushConcurrency?: number;
+}
+
+interface StrictWaiter {
+  entry: AuditEntry;
+  resolve: () => void;
+  reject: (err: Error) => void;
+}
+
+function unavailable(detail: string, cause?: unknown): GatehouseError {
+  return new GatehouseError('audit_unavailable', undefined, { cause, details: { reason: detail } });
+}
+
+export class AuditWriter implements AuditPort {
+  readonly #db: Kysely<unknown>;
+  readonly #cfg: AuditConfig;
+  readonly #logger: AuditLogger;
+  readonly #spool: AuditSpool;
+  readonly #insertTimeoutMs: number;
+  readonly #strictConcurrency: number;
+  readonly #flushConcurrency: number;
+
+  #pgUp = true;
+  #lastPgError: string | null = null;
+  #backoffMs: number;
+  #recovery: Promise<void> | null = null;
+  #replayRun: Promise<void> | null = null;
+  #sleepTimer: NodeJS.Timeout | null = null;
+  #wake: (() => void) | null = null;
+  #flushTimer: NodeJS.Timeout | null = null;
+  #started = false;
+  #closing = false;
+
+  // strict
+  #strictQueue: StrictWaiter[] = [];
+  #strictInFlight = 0;
+  #strictIdle: (() => void)[] = [];
+
+  // buffered
+  #buffer: AuditEntry[] = [];
+  #flushesInFlight = 0;
+  #flushIdle: (() => void)[] = [];
+
+  #written = 0;
+  #replayed = 0;
+  #failed = 0;
+  #dropped = 0;
+
+  constructor(opts: AuditWriterOptions) {
+    this.#db = opts.db as Kysely<unknown>;
+    this.#cfg = opts.config;
+    this.#logger = opts.logger;
+    this.#spool = opts.spool ?? new AuditSpool({ dir: opts.config.spool.dir, maxBytes: opts.config.spool.max_bytes, segmentBytes: opts.config.spool.segment_bytes, logger: opts.logger });
+    this.#insertTimeoutMs = opts.insertTimeoutMs ?? 5_000;
+    this.#strictConcurrency = opts.strictConcurrency ?? 4;
+    this.#flushConcurrency = opts.flushConcurrency ?? 2;
+    this.#backoffMs = opts.config.retry.initial_backoff_ms;
+  }
+
+  get mode(): 'strict' | 'buffered' {
+    return this.#cfg.durability_mode;
+  }
+
+  get spool(): AuditSpool {
+    return this.#spool;
+  }
+
+  async start(): Promise<void> {
+    if (this.#started) return;
+    this.#started = true;
+    try {
+      await this.#spool.init();
+    } catch (error) {
+      this.#logger.error({ spool: this.#spool.dir, err: String(error) }, 'audit spool unavailable at start');
+    }
+    if (this.mode === 'buffered') {
+      this.#flushTimer = setInterval(() => this.#kickFlush(), this.#cfg.flush_interval_ms);
+      this.#flushTimer.unref();
+    }
+    if (this.#spool.entries > 0) this.#kickReplay();
+  }
+
+  write(entry: AuditEntry): Promise<void> {
+    assertValidEntry(entry);
+    if (this.#closing) return Promise.reject(unavailable('writer closed'));
+    return this.mode === 'strict' ? this.#writeStrict(entry) : this.#writeBuffered(entry);
+  }
+
+  admit(): void {
+    if (this.mode === 'strict') {
+      if (!this.#pgUp && !this.#spool.available) throw unavailable('postgres and spool unavailable');
+    } else if (this.#cfg.strictness === 'fail_closed' && this.#bufferFull() && !this.#spool.available) {
+      throw unavailable('buffer and spool full');
+    }
+  }
+
+  // -------------------------------------------------------------------------------------------
+  // strict: group commit; each write resolves after its own entry is committed or fsynced
+
+  #writeStrict(entry: AuditEntry): Promise<void> {
+    if (!this.#pgUp) return this.#spoolStrict([entry]);
+    return new Promise<void>((resolve, reject) => {
+      this.#strictQueue.push({ entry, resolve, reject });
+      this.#kickStrict();
+    });
+  }
+
+  #kickStrict(): void {
+    while (this.#strictQueue.length > 0 && this.#strictInFlight < this.#strictConcurrency) {
+      const batch = this.#strictQueue.splice(0, this.#cfg.batch_size);
+      this.#strictInFlight += 1;
+      void this.#commitStrict(batch).finally(() => {
+        this.#strictInFlight -= 1;
+        if (this.#strictQueue.length > 0) this.#kickStrict();
+        else if (this.#strictInFlight === 0) for (const w of this.#strictIdle.splice(0)) w();
+      });
+    }
+  }
+
+  async #commitStrict(batch: StrictWaiter[]): Promise<void> {
+    const entries = batch.map((w) => w.entry);
+    if (this.#pgUp) {
+      try {
+        await this.#insert(entries);
+        this.#written += entries.length;
+        for (const w of batch) w.resolve();
+        return;
+      } catch (error) {
+        this.#markDown(error);
+      }
+    }
+    try {
+      await this.#spoolStrict(entries);
+      for (const w of batch) w.resolve();
+    } catch (error) {
+      for (const w of batch) w.reject(error as Error);
+    }
+  }
+
+  async #spoolStrict(entries: AuditEntry[]): Promise<void> {
+    try {
+      await this.#spool.append(entries);
+    } catch (error) {
+      this.#failed += entries.length;
+      this.#logger.error({ entries: entries.length, postgres: this.#lastPgError, spool: String(error) }, 'audit entry could not be recorded: postgres and spool unavailable');
+      throw unavailable('postgres and spool unavailable', error);
+    }
+  }
+
+  // -------------------------------------------------------------------------------------------
+  // buffered: bounded buffer, batches on size or interval, spill to the spool
+
+  #bufferFull(): boolean {
+    return this.#buffer.length >= this.#cfg.buffer_max_entries;
+  }
+
+  async #writeBuffered(entry: AuditEntry): Promise<void> {
+    if (!this.#bufferFull()) {
+      this.#buffer.push(entry);
+      if (this.#buffer.length >= this.#cfg.batch_size) this.#kickFlush();
+      return;
+    }
+    try {
+      await this.#spool.append([entry]);
+    } catch (error) {
+      if (this.#cfg.strictness === 'fail_closed') {
+        this.#failed += 1;
+        throw unavailable('buffer and spool full', error);
+      }
+      this.#dropped += 1;
+      this.#logger.error({ audit_id: entry.id, request_id: entry.request_id, dropped: this.#dropped }, 'audit entry dropped: buffer and spool full (strictness fail_open)');
+    }
+  }
+
+  #kickFlush(): void {
+    while (this.#buffer.length > 0 && this.#flushesInFlight < this.#flushConcurrency) {
+      const batch = this.#buffer.splice(0, this.#cfg.batch_size);
+      this.#flushesInFlight += 1;
+      void this.#flushBatch(batch).then((keepGoing) => {
+        this.#flushesInFlight -= 1;
+        // Keep draining while things work; after a failure wait for the next tick.
+        if (keepGoing && this.#buffer.length >= this.#cfg.batch_size) this.#kickFlush();
+        else if (keepGoing && this.#closing && this.#buffer.length > 0) this.#kickFlush();
+        if (this.#flushesInFlight === 0) for (const w of this.#flushIdle.splice(0)) w();
+      });
+    }
+  }
+
+  /** Returns false when the batch could go nowhere and was put back in the buffer. */
+  async #flushBatch(batch: AuditEntry[]): Promise<boolean> {
+    if (this.#pgUp) {
+      try {
+        await this.#insert(batch);
+        this.#written += batch.length;
+        return true;
+      } catch (error) {
+        this.#markDown(error);
+      }
+    }
+    try {
+      await this.#spool.append(batch);
+      return true;
+    } catch (error) {
+      // Nowhere to go: keep the entries (ahead of newer ones) and retry on the next tick.
+      this.#buffer.unshift(...batch);
+      this.#logger.warn({ entries: batch.length, spool: String(error) }, 'audit batch kept in memory: postgres and spool unavailable');
+      return false;
+    }
+  }
+
+  // -------------------------------------------------------------------------------------------
+  // PostgreSQL availability, recovery with backoff, spool replay
+
+  async #insert(entries: AuditEntry[]): Promise<void> {
+    let timer: NodeJS.Timeout | undefined;
+    const timeout = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => reject(new Error(`audit insert not answered within ${this.#insertTimeoutMs} ms`)), this.#insertTimeoutMs);
+    });
+    try {
+      await Promise.race([insertAuditEntries(this.#db, entries), timeout]);
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+
+  #markDown(error: unknown): void {
+    this.#lastPgError = error instanceof Error ? error.message : String(error);
+    if (!this.#pgUp) return;
+    this.#pgUp = false;
+    this.#logger.warn({ err: this.#lastPgError }, 'audit store unreachable; entries go to the spool');
+    this.#recovery ??= this.#recover().finally(() => {
+      this.#recovery = null;
+    });
+  }
+
+  async #recover(): Promise<void> {
+    while (!this.#pgUp && !this.#closing) {
+      await this.#sleep(this.#backoffMs);
+      if (this.#closing) return;
+      try {
+        await Promise.race([sql`select 1`.execute(this.#db), new Promise((_, r) => setTimeout(r, this.#insertTimeoutMs, new Error('ping timeout')).unref())]);
+        this.#pgUp = true;
+        this.#lastPgError = null;
+        this.#logger.info({ spooled_entries: this.#spool.entries }, 'audit store reachable again; replaying the spool');
+      } catch (error) {
+        this.#lastPgError = error instanceof Error ? error.message : String(error);
+        this.#backoffMs = Math.min(this.#backoffMs * 2, this.#cfg.retry.max_backoff_ms);
+      }
+    }
+    if (this.#pgUp) this.#kickReplay();
+  }
+
+  #sleep(ms: number): Promise<void> {
+    return new Promise((resolve) => {
+      this.#wake = resolve;
+      this.#sleepTimer = setTimeout(resolve, ms);
+      this.#sleepTimer.unref();
+    });
+  }
+
+  #kickReplay(): void {
+    if (this.#replayRun || this.#closing) return;
+    this.#replayRun = this.replayNow()
+      .then(() => undefined)
+      .catch((error: unknown) => this.#markDown(error))
+      .finally(() => {
+        this.#replayRun = null;
+      });
+  }
+
+  /** Replays the spool into PostgreSQL now (the background replayer does this on recovery). */
+  async replayNow(): Promise<number> {
+    const n = await this.#spool.replay(async (batch) => {
+      if (this.#closing) throw new Error('audit writer closing: replay stopped');
+      await this.#insert(batch);
+      this.#replayed += batch.length;
+      this.#written += batch.length;
+    }, this.#cfg.batch_size);
+    // Success resets the backoff; a replay that keeps failing (not just pings) keeps it growing.
+    this.#backoffMs = this.#cfg.retry.initial_backoff_ms;
+    // Entries spooled while this replay ran sit in a newer segment.
+    if (this.#spool.entries > 0 && this.#pgUp && !this.#closing) setImmediate(() => this.#kickReplay());
+    return n;
+  }
+
+  // -------------------------------------------------------------------------------------------
+
+  health(): AuditHealth {
+    const spool = `spool ${this.#spool.entries} entries, ${this.#spool.bytes}/${this.#spool.maxBytes} bytes${this.#spool.lastError ? ` (error ${this.#spool.lastError})` : ''}`;
+    const pg = this.#pgUp ? 'postgres ok' : 'postgres unreachable';
+    if (this.mode === 'strict') {
+      const ok = this.#pgUp || this.#spool.available;
+      return { ok, detail: `strict; ${pg}; ${spool}${ok ? '' : '; entries cannot be recorded'}` };
+    }
+    const ok = !(this.#bufferFull() && !this.#spool.available);
+    return { ok, detail: `buffered; ${pg}; buffer ${this.#buffer.length}/${this.#cfg.buffer_max_entries}; ${spool}${ok ? '' : '; buffer and spool full'}` };
+  }
+
+  stats(): AuditStats {
+    return {
+      mode: this.mode,
+      buffered: this.#buffer.length + this.#strictQueue.length,
+      buffer_capacity: this.mode === 'buffered' ? this.#cfg.buffer_max_entries : 0,
+      spooled_entries: this.#spool.entries,
+      spooled_bytes: this.#spool.bytes,
+      spool_max_bytes: this.#spool.maxBytes,
+      spool_corrupt_records: this.#spool.corruptRecords,
+      written: this.#written,
+      replayed: this.#replayed,
+      failed: this.#failed,
+      dropped: this.#dropped,
+      postgres_available: this.#pgUp,
+      spool_available: this.#spool.available,
+    };
+  }
+
+  async flush(): Promise<void> {
+    if (this.mode === 'strict') {
+      if (this.#strictInFlight > 0 || this.#strictQueue.length > 0) await new Promise<void>((r) => this.#strictIdle.push(r));
+      return;
+    }
+    for (;;) {
+      if (this.#buffer.length > 0) this.#kickFlush();
+      if (this.#flushesInFlight > 0) await new Promise<void>((r) => this.#flushIdle.push(r));
+      if (this.#buffer.length === 0 && this.#flushesInFlight === 0) return;
+      // Something could not be written anywhere: report instead of spinning.
+      if (!this.#pgUp && !this.#spool.available) return;
+    }
+  }
+
+  async close(): Promise<void> {
+    if (this.#closing) return;
+    await this.flush();
+    this.#closing = true;
+    if (this.#flushTimer) clearInterval(this.#flushTimer);
+    if (this.#sleepTimer) clearTimeout(this.#sleepTimer);
+    this.#wake?.();
+    await this.#recovery;
+    await this.#replayRun;
+    if (this.#buffer.length > 0) this.#logger.error({ entries: this.#buffer.length }, 'audit writer closed with entries that could not be recorded');
+    await this.#spool.close();
+  }
+}
