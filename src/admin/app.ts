@@ -4,6 +4,11 @@ import { createHttpServer } from '../http/server.js';
 import { registerHealthRoutes } from '../health/routes.js';
 import { errorRegistry, isGatehouseError } from '../errors/registry.js';
 import type { Services } from '../runtime/services.js';
+import { ApiRegistry } from './api/route.js';
+import { adminModules } from './modules.js';
+
+/** The admin API description version (spec §9). */
+export const ADMIN_API_VERSION = '1.0.0rc13';
 
 export async function buildAdminApp(services: Services): Promise<FastifyInstance> {
   const { config } = services;
@@ -17,6 +22,9 @@ export async function buildAdminApp(services: Services): Promise<FastifyInstance
   setAdminErrorHandler(app);
   registerHealthRoutes(app, services.readiness, { details: config.observability.readiness_details });
   app.get('/', async (_req, reply) => reply.redirect('/dashboard/overview', 302).type('text/html; charset=utf-8'));
+  const api = new ApiRegistry();
+  for (const mod of adminModules) await mod({ app, api, services });
+  app.get('/api/openapi.json', async () => api.openapi({ title: 'Gatehouse admin API', version: ADMIN_API_VERSION }));
   return app;
 }
 

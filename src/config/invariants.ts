@@ -43,7 +43,7 @@ export function crossFieldProblems(c: Config): string[] {
       for (let j = i + 1; j < ports.length; j++) {
         const [a, pa] = ports[i]!;
         const [b, pb] = ports[j]!;
-        if (pa === pb) problems.push(`${b}: ${pb} is also used by ${a}; each listener needs its own port`);
+        if (pa === pb && pa !== 0) problems.push(`${b}: ${pb} is also used by ${a}; each listener needs its own port`);
       }
     }
   }

@@ -3,7 +3,8 @@ import { z } from 'zod';
 
 /** A `*_ref` field: a reference to a secret held outside the configuration (`env:NAME` or `file:/path`). */
 const secretRef = z.string().max(4096).nullable().default(null);
-const port = z.number().int().min(1).max(65535);
+/** 0 binds any free port (tests); production deployments name theirs. */
+const port = z.number().int().min(0).max(65535);
 const host = z.string().min(1).max(255);
 const positiveInt = (max: number) => z.number().int().min(1).max(max);
 const filePath = z.string().min(1).max(4096).nullable().default(null);

@@ -1,0 +1,15 @@
+// The admin listener's feature modules, registered in this order; each module adds its routes through the shared ApiRegistry.
+import type { FastifyInstance } from 'fastify';
+import type { ApiRegistry } from './api/route.js';
+import type { Services } from '../runtime/services.js';
+
+export interface AdminModuleContext {
+  app: FastifyInstance;
+  api: ApiRegistry;
+  services: Services;
+}
+
+export type AdminModule = (ctx: AdminModuleContext) => Promise<void> | void;
+
+/** Order matters: authentication first, so its hooks guard every route registered after it. */
+export const adminModules: AdminModule[] = [];
