@@ -13,6 +13,7 @@ import { SourceRegistry } from '../registry/sources.js';
 import { InvalidationBus } from '../cache/invalidation.js';
 import type { Logger } from '../observability/logger.js';
 import { runtimeSecrets, type RuntimeSecrets } from './dev-secrets.js';
+import type { AdminAuditor } from '../admin/audit-events.js';
 
 export interface Services {
   readonly config: Readonly<Config>;
@@ -25,6 +26,8 @@ export interface Services {
   readonly readiness: Readiness;
   readonly registry: SourceRegistry;
   readonly invalidation: InvalidationBus;
+  /** Admin actions are recorded here (issue 3 item 8); backed by the durable audit writer. */
+  readonly adminAudit: AdminAuditor;
   /** Registers a closer run at shutdown, last registered first (listeners before the stores they use). */
   onClose(fn: () => Promise<void>): void;
   close(): Promise<void>;
@@ -115,6 +118,7 @@ export async function buildServices(loaded: LoadedConfig, role: ServiceRole, log
       readiness,
       registry,
       invalidation,
+      adminAudit: { record: async (event) => log.info({ audit: event }, 'admin action') },
       onClose: (fn) => closers.push(fn),
       close: async () => {
         if (closed) return;
