@@ -1,0 +1,72 @@
+// Admin API tokens: stored by hash only, scoped to one admin user.
+import { sql } from 'kysely';
+import type { AdminToken, AdminUser } from '../schema.js';
+import { defined, guard } from './util.js';
+import type { Db } from './util.js';
+
+const RESOURCE = 'admin token';
+
+export interface NewAdminTokenInput {
+  admin_user_id: number;
+  name: string;
+  /** Hash of the token; the token itself is shown once by the caller and never stored. */
+  token_hash: string;
+  expires_at?: Date | null;
+}
+
+export interface AdminTokenPatch {
+  name?: string;
+  expires_at?: Date | null;
+}
+
+export function createAdminToken(db: Db, input: NewAdminTokenInput): Promise<AdminToken> {
+  return guard(RESOURCE, () => db.insertInto('admin_tokens').values(input).returningAll().executeTakeFirstOrThrow());
+}
+
+export function getAdminTokenById(db: Db, id: number): Promise<AdminToken | undefined> {
+  return db.selectFrom('admin_tokens').selectAll().where('id', '=', id).executeTakeFirst();
+}
+
+export function getAdminTokenByHash(db: Db, tokenHash: string): Promise<AdminToken | undefined> {
+  return db.selectFrom('admin_tokens').selectAll().where('token_hash', '=', tokenHash).executeTakeFirst();
+}
+
+/**
+ * The token and its admin in one read, for bearer authentication: only an unexpired token of an
+ * enabled admin is returned.
+ */
+export async function findUsableAdminToken(db: Db, tokenHash: string): Promise<{ token: AdminToken; admin: AdminUser } | undefined> {
+  const token = await db
+    .selectFrom('admin_tokens')
+    .selectAll()
+    .where('token_hash', '=', tokenHash)
+    .where((eb) => eb.or([eb('expires_at', 'is', null), eb('expires_at', '>', sql<Date>`now()`)]))
+    .executeTakeFirst();
+  if (!token) return undefined;
+  const admin = await db.selectFrom('admin_users').selectAll().where('id', '=', token.admin_user_id).where('enabled', '=', true).executeTakeFirst();
+  return admin ? { token, admin } : undefined;
+}
+
+export function listAdminTokens(db: Db, adminUserId?: number): Promise<AdminToken[]> {
+  let query = db.selectFrom('admin_tokens').selectAll().orderBy('id');
+  if (adminUserId !== undefined) query = query.where('admin_user_id', '=', adminUserId);
+  return query.execute();
+}
+
+export async function updateAdminToken(db: Db, id: number, patch: AdminTokenPatch): Promise<AdminToken | undefined> {
+  const values = defined(patch);
+  if (Object.keys(values).length === 0) return getAdminTokenById(db, id);
+  return guard(RESOURCE, () => db.updateTable('admin_tokens').set(values).where('id', '=', id).returningAll().executeTakeFirst());
+}
+
+export async function touchAdminToken(db: Db, id: number): Promise<void> {
+  await db.updateTable('admin_tokens').set({ last_used_at: sql`now()` }).where('id', '=', id).execute();
+}
+
+/** True when deleted; with adminUserId, only that admin's token can be deleted. */
+export async function deleteAdminToken(db: Db, id: number, adminUserId?: number): Promise<boolean> {
+  let query = db.deleteFrom('admin_tokens').where('id', '=', id);
+  if (adminUserId !== undefined) query = query.where('admin_user_id', '=', adminUserId);
+  const result = await query.executeTakeFirst();
+  return result.numDeletedRows > 0n;
+}

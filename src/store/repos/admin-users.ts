@@ -1,0 +1,85 @@
+// Admin accounts: CRUD, and the authorization version of spec §5.3 advanced in the same statement as the change.
+import { sql } from 'kysely';
+import type { AdminRole, AdminUser } from '../schema.js';
+import { defined, guard } from './util.js';
+import type { Db } from './util.js';
+
+const RESOURCE = 'admin user';
+
+export interface NewAdminUserInput {
+  username: string;
+  password_hash?: string | null;
+  roles?: AdminRole[];
+  enabled?: boolean;
+  must_change_password?: boolean;
+  oidc_subject?: string | null;
+  oidc_email?: string | null;
+}
+
+export interface AdminUserPatch {
+  username?: string;
+  password_hash?: string | null;
+  roles?: AdminRole[];
+  enabled?: boolean;
+  must_change_password?: boolean;
+  oidc_subject?: string | null;
+  oidc_email?: string | null;
+}
+
+export function createAdminUser(db: Db, input: NewAdminUserInput): Promise<AdminUser> {
+  return guard(RESOURCE, () => db.insertInto('admin_users').values(input).returningAll().executeTakeFirstOrThrow());
+}
+
+export function getAdminUserById(db: Db, id: number): Promise<AdminUser | undefined> {
+  return db.selectFrom('admin_users').selectAll().where('id', '=', id).executeTakeFirst();
+}
+
+export function getAdminUserByUsername(db: Db, username: string): Promise<AdminUser | undefined> {
+  return db.selectFrom('admin_users').selectAll().where('username', '=', username).executeTakeFirst();
+}
+
+export function getAdminUserByOidcSubject(db: Db, subject: string): Promise<AdminUser | undefined> {
+  return db.selectFrom('admin_users').selectAll().where('oidc_subject', '=', subject).executeTakeFirst();
+}
+
+export function listAdminUsers(db: Db): Promise<AdminUser[]> {
+  return db.selectFrom('admin_users').selectAll().orderBy('id').execute();
+}
+
+export async function countAdminUsers(db: Db): Promise<number> {
+  const row = await db.selectFrom('admin_users').select((eb) => eb.fn.countAll<number>().as('n')).executeTakeFirstOrThrow();
+  return Number(row.n);
+}
+
+/**
+ * Partial update. When username, roles, enabled or oidc_subject actually change, auth_version
+ * advances in the same statement, so no session can outlive the change (spec §5.3).
+ */
+export async function updateAdminUser(db: Db, id: number, patch: AdminUserPatch): Promise<AdminUser | undefined> {
+  const values = defined(patch);
+  if (Object.keys(values).length === 0) return getAdminUserById(db, id);
+  const changed = [];
+  if (values.username !== undefined) changed.push(sql`username is distinct from ${values.username}`);
+  if (values.roles !== undefined) changed.push(sql`roles is distinct from ${values.roles}::text[]`);
+  if (values.enabled !== undefined) changed.push(sql`enabled is distinct from ${values.enabled}`);
+  if ('oidc_subject' in values) changed.push(sql`oidc_subject is distinct from ${values.oidc_subject ?? null}::text`);
+  const advance = changed.length > 0 ? sql<number>`auth_version + (case when ${sql.join(changed, sql` or `)} then 1 else 0 end)` : sql<number>`auth_version`;
+  return guard(RESOURCE, () =>
+    db
+      .updateTable('admin_users')
+      .set({ ...values, auth_version: advance, updated_at: sql`now()` })
+      .where('id', '=', id)
+      .returningAll()
+      .executeTakeFirst(),
+  );
+}
+
+export async function recordAdminLogin(db: Db, id: number): Promise<void> {
+  await db.updateTable('admin_users').set({ last_login_at: sql`now()` }).where('id', '=', id).execute();
+}
+
+/** True when a row was deleted; the admin's API tokens go with it (FK cascade). */
+export async function deleteAdminUser(db: Db, id: number): Promise<boolean> {
+  const result = await guard(RESOURCE, () => db.deleteFrom('admin_users').where('id', '=', id).executeTakeFirst());
+  return result.numDeletedRows > 0n;
+}
