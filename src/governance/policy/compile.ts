@@ -45,6 +45,8 @@ export interface CompiledPolicy {
   readonly piiMode: PiiMode | null;
   readonly cacheOptOut: boolean;
   readonly tests: readonly ConditionTest[];
+  /** The `source_ids` globs, compiled, or null when the policy names no source. */
+  readonly sourceMatcher: Matcher | null;
 }
 
 type OpBuckets = Readonly<Record<Operation, readonly CompiledPolicy[]>>;
@@ -58,7 +60,12 @@ export interface CompiledPolicySet {
   readonly bySource: ReadonlyMap<string, OpBuckets>;
   /** Policies with no `source_ids` condition or with a wildcard in it. */
   readonly anySource: OpBuckets;
+  /** Candidate lists per operation and source, built on first use (sources are a small, registered set). */
+  readonly candidateMemo: Map<string, readonly CompiledPolicy[]>;
 }
+
+/** Bound on memoised candidate lists; past it the memo restarts rather than growing with odd source ids. */
+const MAX_MEMO = 4096;
 
 export class PolicyCompileError extends Error {
   readonly code = 'POLICY_INVALID';
@@ -170,6 +177,7 @@ export function compilePolicies(records: readonly PolicyRecord[], options: { ver
       piiMode: actions.pii_mode ?? null,
       cacheOptOut: actions.cache === false,
       tests: buildTests(conditions),
+      sourceMatcher: conditions.source_ids === undefined ? null : compileGlobs(conditions.source_ids, GLOB_SEP.source),
     };
   });
 
@@ -190,12 +198,25 @@ export function compilePolicies(records: readonly PolicyRecord[], options: { ver
       addToBuckets(b, p);
     }
   }
-  return { version: options.version, policies, disabledCount: records.length - enabled.length, bySource, anySource };
+  return { version: options.version, policies, disabledCount: records.length - enabled.length, bySource, anySource, candidateMemo: new Map() };
 }
 
-/** Candidates for one request in evaluation order: the exact-source bucket merged with the wildcard bucket by rank. */
+/**
+ * Candidates for one request in evaluation order: the exact-source bucket merged by rank with those
+ * wildcard-bucket policies whose source glob matches this source. Memoised per (operation, source).
+ */
 export function candidatesFor(set: CompiledPolicySet, sourceId: string, operation: Operation): readonly CompiledPolicy[] {
-  const wild = set.anySource[operation];
+  const key = `${operation}\u0000${sourceId}`;
+  const hit = set.candidateMemo.get(key);
+  if (hit !== undefined) return hit;
+  const list = buildCandidates(set, sourceId, operation);
+  if (set.candidateMemo.size >= MAX_MEMO) set.candidateMemo.clear();
+  set.candidateMemo.set(key, list);
+  return list;
+}
+
+function buildCandidates(set: CompiledPolicySet, sourceId: string, operation: Operation): readonly CompiledPolicy[] {
+  const wild = set.anySource[operation].filter((p) => p.sourceMatcher === null || p.sourceMatcher(sourceId));
   const exact = set.bySource.get(sourceId)?.[operation];
   if (exact === undefined || exact.length === 0) return wild;
   if (wild.length === 0) return exact;

@@ -39,9 +39,9 @@ export type TraceEntry =
       readonly priority: number;
       readonly effect: Effect;
       readonly matched: boolean;
-      /** The first condition that did not hold, and the values it asked for. */
-      readonly failed_condition?: ConditionName;
-      readonly expected?: readonly unknown[];
+      /** The first condition that did not hold and the values it asked for; null when the policy matched. */
+      readonly failed_condition: ConditionName | null;
+      readonly expected: readonly unknown[] | null;
     };
 
 export interface Decision {
@@ -55,6 +55,7 @@ export interface Decision {
   readonly trace: TraceEntry[];
 }
 
+const KNOWN_OPERATIONS: ReadonlySet<string> = new Set(OPERATIONS);
 const EFFECT_WEIGHT: Readonly<Record<Effect, number>> = { allow: 0, require_approval: 1, deny: 2 };
 const PII_WEIGHT: Readonly<Record<PiiMode, number>> = { off: 0, fast: 1, deep: 2 };
 
@@ -70,7 +71,7 @@ function mergeObligations(matched: readonly CompiledPolicy[]): Obligations {
   let cache = true;
   for (const p of matched) {
     if (p.rateLimit !== null) rate.push({ policy_id: p.id, points: p.rateLimit.points, durationSec: p.rateLimit.durationSec });
-    for (const c of p.redactColumns) redact.add(c);
+    if (p.redactColumns.length > 0) for (const c of p.redactColumns) redact.add(c);
     if (p.piiMode !== null && (pii === null || PII_WEIGHT[p.piiMode] > PII_WEIGHT[pii])) pii = p.piiMode;
     if (p.cacheOptOut) cache = false;
   }
@@ -97,7 +98,7 @@ export function evaluate(set: CompiledPolicySet, input: PolicyInput): Decision {
   const roleReason = input.roleDecision.reason ?? (input.roleDecision.allowed ? 'source role allows' : 'source role denies');
   trace.push({ kind: 'source_role', allowed: input.roleDecision.allowed, reason: roleReason });
 
-  if (!(OPERATIONS as readonly string[]).includes(input.operation)) {
+  if (!KNOWN_OPERATIONS.has(input.operation)) {
     // A front door that could not classify the request gets no policy evaluation, only a refusal.
     return {
       effect: 'deny',
@@ -112,16 +113,17 @@ export function evaluate(set: CompiledPolicySet, input: PolicyInput): Decision {
 
   const candidates = candidatesFor(set, input.source_id, input.operation);
   const matched: CompiledPolicy[] = [];
+  const matched_policies: MatchedPolicy[] = [];
   for (const p of candidates) {
     const failed = firstFailure(p, input);
+    // One object shape for both outcomes keeps this hot loop monomorphic.
+    trace.push({
+      kind: 'policy', policy_id: p.id, name: p.name, priority: p.priority, effect: p.effect, matched: failed === null,
+      failed_condition: failed, expected: failed === null ? null : (p.conditions[failed] as readonly unknown[]),
+    });
     if (failed === null) {
       matched.push(p);
-      trace.push({ kind: 'policy', policy_id: p.id, name: p.name, priority: p.priority, effect: p.effect, matched: true });
-    } else {
-      trace.push({
-        kind: 'policy', policy_id: p.id, name: p.name, priority: p.priority, effect: p.effect, matched: false,
-        failed_condition: failed, expected: p.conditions[failed] as readonly unknown[],
-      });
+      matched_policies.push({ id: p.id, name: p.name, priority: p.priority, effect: p.effect });
     }
   }
 
@@ -131,7 +133,6 @@ export function evaluate(set: CompiledPolicySet, input: PolicyInput): Decision {
     if (decider === null || EFFECT_WEIGHT[p.effect] > EFFECT_WEIGHT[decider.effect]) decider = p;
   }
 
-  const matched_policies = matched.map((p) => ({ id: p.id, name: p.name, priority: p.priority, effect: p.effect }));
   const obligations = mergeObligations(matched);
   const reasons: string[] = [];
   let effect: Effect;

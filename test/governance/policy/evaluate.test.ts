@@ -165,7 +165,7 @@ describe('trace', () => {
       { kind: 'source_role', allowed: true, reason: 'source role allows' },
       { kind: 'policy', policy_id: 1, name: 'p1', priority: 0, effect: 'deny', matched: false, failed_condition: 'teams', expected: ['ops'] },
       { kind: 'policy', policy_id: 2, name: 'p2', priority: 0, effect: 'deny', matched: false, failed_condition: 'tables', expected: ['hr.*'] },
-      { kind: 'policy', policy_id: 3, name: 'p3', priority: 0, effect: 'require_approval', matched: true },
+      { kind: 'policy', policy_id: 3, name: 'p3', priority: 0, effect: 'require_approval', matched: true, failed_condition: null, expected: null },
     ]);
     expect(d.effect).toBe('require_approval');
     expect(d.reasons).toEqual(['policy 3 (p3) at priority 0: require_approval']);
@@ -186,9 +186,12 @@ describe('indexing by source and operation', () => {
     const ids = (req: PolicyInput) => evaluate(set, req).trace.flatMap((t) => (t.kind === 'policy' ? [t.policy_id] : []));
     expect(ids(input())).toEqual([4, 3]);
     expect(ids(input({ operation: 'write' }))).toEqual([4, 3, 1]);
-    // The wildcard policy 3 is a candidate everywhere and fails on its source condition.
-    expect(ids(input({ source_id: 'billing' }))).toEqual([4, 3, 2]);
-    expect(ids(input({ source_id: 'other' }))).toEqual([4, 3]);
+    // The source glob of policy 3 is resolved when the candidate list is built, so it is no candidate here.
+    expect(ids(input({ source_id: 'billing' }))).toEqual([4, 2]);
+    expect(ids(input({ source_id: 'other' }))).toEqual([4]);
+    expect(ids(input({ source_id: 'crx' }))).toEqual([4, 3]);
+    // Memoised lists give the same answer the second time.
+    expect(ids(input({ source_id: 'crx' }))).toEqual([4, 3]);
   });
   it('an unknown operation is denied without evaluation', () => {
     const d = evaluate(set, input({ operation: 'multi' as never }));
