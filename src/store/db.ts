@@ -217,7 +217,7 @@ async function openPostgres(rawUrl: string, opts: ControlStoreOptions): Promise<
     db,
     kind: 'postgres',
     target: parsed.target,
-    ping: (timeoutMs = opts.connectTimeoutMs) => pingWithin(db, timeoutMs, parsed.target),
+    ping: (timeoutMs = opts.connectTimeoutMs) => (closed ? Promise.reject(closedError(parsed.target)) : pingWithin(db, timeoutMs, parsed.target)),
     async close() {
       if (closed) return;
       closed = true;
@@ -234,6 +234,10 @@ function unavailable(error: unknown, parsed: ParsedUrl): StoreUnavailableError {
     return new StoreUnavailableError(scrub(translated.message, parsed.password), translated.reason);
   }
   return translated;
+}
+
+function closedError(target: string): StoreUnavailableError {
+  return new StoreUnavailableError(`control store unavailable (${target}): store has been closed`, 'closed');
 }
 
 async function pingWithin(db: Kysely<Database>, timeoutMs: number, target: string): Promise<void> {
@@ -323,7 +327,7 @@ async function openEmbedded(opts: ControlStoreOptions): Promise<ControlStore> {
     db,
     kind: 'pglite',
     target: dir,
-    ping: (timeoutMs = opts.connectTimeoutMs) => pingWithin(db, timeoutMs, dir),
+    ping: (timeoutMs = opts.connectTimeoutMs) => (closed ? Promise.reject(closedError(dir)) : pingWithin(db, timeoutMs, dir)),
     async close() {
       if (closed) return;
       closed = true;

@@ -70,3 +70,9 @@ export async function deleteAdminToken(db: Db, id: number, adminUserId?: number)
   const result = await query.executeTakeFirst();
   return result.numDeletedRows > 0n;
 }
+
+/** Removes every API token of an admin (when the admin is disabled); resolves to the number removed. */
+export async function deleteAdminTokensOfUser(db: Db, adminUserId: number): Promise<number> {
+  const result = await db.deleteFrom('admin_tokens').where('admin_user_id', '=', adminUserId).executeTakeFirst();
+  return Number(result.numDeletedRows);
+}

@@ -83,3 +83,51 @@ export async function deleteAdminUser(db: Db, id: number): Promise<boolean> {
   const result = await guard(RESOURCE, () => db.deleteFrom('admin_users').where('id', '=', id).executeTakeFirst());
   return result.numDeletedRows > 0n;
 }
+
+/** Advances the authorization version alone, revoking every session of the admin on its next request (spec §5.3). */
+export async function bumpAdminAuthVersion(db: Db, id: number): Promise<number | undefined> {
+  const row = await db
+    .updateTable('admin_users')
+    .set({ auth_version: sql<number>`auth_version + 1`, updated_at: sql`now()` })
+    .where('id', '=', id)
+    .returning('auth_version')
+    .executeTakeFirst();
+  return row?.auth_version;
+}
+
+/** Sets a new password hash and advances auth_version in the same statement, so sessions made with the old password die. */
+export function setAdminPassword(db: Db, id: number, passwordHash: string, mustChangePassword: boolean): Promise<AdminUser | undefined> {
+  return db
+    .updateTable('admin_users')
+    .set({ password_hash: passwordHash, must_change_password: mustChangePassword, auth_version: sql<number>`auth_version + 1`, updated_at: sql`now()` })
+    .where('id', '=', id)
+    .returningAll()
+    .executeTakeFirst();
+}
+
+/**
+ * Creates the bootstrap owner only while the table is empty. One statement with ON CONFLICT DO NOTHING,
+ * so replicas starting together create exactly one owner; true when this call created it.
+ */
+export async function insertBootstrapOwner(db: Db, input: { username: string; password_hash: string; must_change_password: boolean }): Promise<boolean> {
+  const result = await sql<{ id: number }>`
+    insert into admin_users (username, password_hash, roles, must_change_password)
+    select ${input.username}, ${input.password_hash}, array['owner']::text[], ${input.must_change_password}
+    where not exists (select 1 from admin_users)
+    on conflict (username) do nothing
+    returning id`.execute(db);
+  return result.rows.length > 0;
+}
+
+/** Ids of the enabled owners, row-locked until the transaction ends, so two concurrent demotions cannot both pass the last-owner check. */
+export async function lockEnabledOwners(db: Db): Promise<number[]> {
+  const rows = await db
+    .selectFrom('admin_users')
+    .select('id')
+    .where('enabled', '=', true)
+    .where(sql<boolean>`'owner' = any(roles)`)
+    .orderBy('id')
+    .forUpdate()
+    .execute();
+  return rows.map((r) => r.id);
+}
