@@ -24,6 +24,7 @@ export class SourceRegistry {
   #lastError: string | null = null;
   #unsubscribe: (() => Promise<void>) | null = null;
   #reloadTimer: NodeJS.Timeout | null = null;
+  #retryTimer: NodeJS.Timeout | null = null;
 
   constructor(
     private readonly db: Kysely<Database>,
@@ -36,10 +37,10 @@ export class SourceRegistry {
     this.#unsubscribe = await this.coord.subscribe(SOURCES_CHANGED_CHANNEL, () => {
       void this.reload();
     });
-    await this.reload();
     // A periodic reload bounds staleness if a change announcement was missed during a pub/sub outage.
     this.#reloadTimer = setInterval(() => void this.reload(), this.opts.refreshIntervalMs);
     this.#reloadTimer.unref();
+    await this.reload();
   }
 
   async reload(): Promise<void> {
@@ -58,6 +59,14 @@ export class SourceRegistry {
     } catch (err) {
       this.#lastError = (err as { code?: string }).code ?? 'load failed';
       this.log.warn({ err: { code: this.#lastError } }, 'source registry reload failed');
+      // Retry soon rather than at the next periodic refresh: the gateway serves nothing useful until it loads.
+      if (this.#retryTimer === null && this.#reloadTimer !== null) {
+        this.#retryTimer = setTimeout(() => {
+          this.#retryTimer = null;
+          void this.reload();
+        }, 1_000);
+        this.#retryTimer.unref();
+      }
     }
   }
 
@@ -82,6 +91,8 @@ export class SourceRegistry {
 
   async stop(): Promise<void> {
     if (this.#reloadTimer) clearInterval(this.#reloadTimer);
+    if (this.#retryTimer) clearTimeout(this.#retryTimer);
+    this.#reloadTimer = null;
     await this.#unsubscribe?.();
   }
 }

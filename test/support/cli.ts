@@ -1,0 +1,87 @@
+// Test fixture: runs the real `gatehouse` CLI (src/main.ts through tsx) as a child process with a controlled environment.
+import { spawn, type ChildProcess } from 'node:child_process';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+export const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
+const TSX = path.join(ROOT, 'node_modules', '.bin', 'tsx');
+const MAIN = path.join(ROOT, 'src', 'main.ts');
+
+/** PATH with the project's Node 24 first, and nothing else from the parent environment. */
+export function baseEnv(extra: Record<string, string> = {}): Record<string, string> {
+  return { PATH: `${path.join(ROOT, 'node_modules', '.bin')}:${process.env.PATH ?? '/usr/bin:/bin'}`, HOME: process.env.HOME ?? '/tmp', ...extra };
+}
+
+export interface CliResult {
+  code: number | null;
+  signal: NodeJS.Signals | null;
+  stdout: string;
+  stderr: string;
+}
+
+export function runCli(args: string[], opts: { env: Record<string, string>; cwd: string; timeoutMs?: number }): Promise<CliResult> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(TSX, [MAIN, ...args], { env: opts.env, cwd: opts.cwd, stdio: ['ignore', 'pipe', 'pipe'] });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
+    child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
+    const timer = setTimeout(() => child.kill('SIGKILL'), opts.timeoutMs ?? 30_000);
+    child.on('error', reject);
+    child.on('close', (code, signal) => {
+      clearTimeout(timer);
+      resolve({ code, signal, stdout, stderr });
+    });
+  });
+}
+
+export interface StartedCli {
+  child: ChildProcess;
+  /** Bound addresses by config key, read from the "gatehouse started" log line. */
+  listeners: Record<string, string>;
+  output: () => { stdout: string; stderr: string };
+  /** Sends the signal and resolves with the exit status. */
+  stop(signal?: NodeJS.Signals): Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
+}
+
+/** Starts `gatehouse start` and resolves once it has logged that it started (or rejects with its output if it exits first). */
+export function startCli(args: string[], opts: { env: Record<string, string>; cwd: string; timeoutMs?: number }): Promise<StartedCli> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(TSX, [MAIN, ...args], { env: opts.env, cwd: opts.cwd, stdio: ['ignore', 'pipe', 'pipe'] });
+    let stdout = '';
+    let stderr = '';
+    let started = false;
+    const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((r) => child.on('close', (code, signal) => r({ code, signal })));
+    const timer = setTimeout(() => {
+      child.kill('SIGKILL');
+      reject(new Error(`start timed out\n${stdout}\n${stderr}`));
+    }, opts.timeoutMs ?? 45_000);
+    child.stdout!.on('data', (d: Buffer) => {
+      stdout += d.toString();
+      if (started) return;
+      for (const line of stdout.split('\n')) {
+        if (!line.includes('"gatehouse started"')) continue;
+        started = true;
+        clearTimeout(timer);
+        const record = JSON.parse(line) as { listeners: Record<string, string> };
+        resolve({
+          child,
+          listeners: record.listeners,
+          output: () => ({ stdout, stderr }),
+          stop: async (signal = 'SIGTERM') => {
+            child.kill(signal);
+            return exited;
+          },
+        });
+        return;
+      }
+    });
+    child.stderr!.on('data', (d: Buffer) => (stderr += d.toString()));
+    void exited.then(({ code }) => {
+      if (!started) {
+        clearTimeout(timer);
+        reject(Object.assign(new Error(`exited with ${code} before starting\n${stdout}\n${stderr}`), { code, stdout, stderr }));
+      }
+    });
+  });
+}
