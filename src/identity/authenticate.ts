@@ -1,0 +1,114 @@
+// Agent-facing authentication (spec §5.1): `Authorization: Bearer <key>` → the identity, through the key session or the control store.
+import { sql } from 'kysely';
+import type { Identity } from '../store/schema.js';
+import { getIdentityByApiKeyDigest, getIdentityByLegacyDigest } from '../store/repos/identities.js';
+import { GatehouseError } from '../errors/registry.js';
+import { translateConnectionError } from '../store/errors.js';
+import { API_KEY_CHARSET, MAX_API_KEY_LENGTH, digestApiKey, digestsEqual, legacyDigest, scramVerifier } from './keys.js';
+import { decodeSession, encodeSession, keySessionKey, type AgentIdentity, type KeySessionDeps } from './key-sessions.js';
+
+export interface AgentAuthDeps extends KeySessionDeps {
+  /** The HMAC pepper (auth.api_key_pepper_ref, resolved). */
+  pepper: string;
+  /** auth.legacy_unpeppered_keys_allowed. */
+  legacyAllowed: boolean;
+}
+
+const BEARER = /^Bearer ([^\s]+)$/i;
+const MAX_HEADER_LENGTH = 'Bearer '.length + MAX_API_KEY_LENGTH;
+
+function unauthenticated(): GatehouseError {
+  return new GatehouseError('unauthenticated');
+}
+
+/** The key of a well-formed `Bearer <key>` header, or null. Bounded before any regex work. */
+export function bearerKey(header: string | undefined): string | null {
+  if (typeof header !== 'string' || header.length === 0 || header.length > MAX_HEADER_LENGTH) return null;
+  const m = BEARER.exec(header);
+  if (!m) return null;
+  const key = m[1]!;
+  return API_KEY_CHARSET.test(key) ? key : null;
+}
+
+export function toAgentIdentity(row: Identity): AgentIdentity {
+  return {
+    id: row.id,
+    name: row.name,
+    roles: [...row.roles],
+    team: row.team,
+    mapped_pg_role: row.mapped_pg_role,
+    enabled: row.enabled,
+    grant_version: Number(row.grant_version),
+    auth_version: Number(row.auth_version),
+  };
+}
+
+/** Store failures are "unavailable" (fail closed, 503), never "unauthenticated". */
+async function fromStore<T>(run: () => Promise<T>): Promise<T> {
+  try {
+    return await run();
+  } catch (err) {
+    const unavailable = translateConnectionError(err, null);
+    throw new GatehouseError(unavailable ? 'unavailable' : 'internal', undefined, { cause: err });
+  }
+}
+
+/** Looks the key up by peppered digest, then (when allowed) by legacy digest, rehashing the legacy one. */
+async function identityFromStore(deps: AgentAuthDeps, key: string, digest: string): Promise<Identity | null> {
+  const row = await fromStore(() => getIdentityByApiKeyDigest(deps.db, digest));
+  if (row && row.api_key_digest !== null && digestsEqual(row.api_key_digest, digest)) return row;
+  if (!deps.legacyAllowed) return null;
+  const legacy = legacyDigest(key);
+  const old = await fromStore(() => getIdentityByLegacyDigest(deps.db, legacy));
+  if (!old || old.api_key_legacy_digest === null || !digestsEqual(old.api_key_legacy_digest, legacy)) return null;
+  // Rehash on first use: the legacy digest is cleared in the same statement, and only if it is still the one we matched.
+  const verifier = await scramVerifier(key);
+  const upgraded = await fromStore(() =>
+    deps.db
+      .updateTable('identities')
+      .set({ api_key_digest: digest, api_key_legacy_digest: null, scram_verifier: verifier, updated_at: sql`now()` })
+      .where('id', '=', old.id)
+      .where('api_key_legacy_digest', '=', legacy)
+      .returningAll()
+      .executeTakeFirst(),
+  );
+  if (upgraded) deps.log.info({ identity_id: old.id }, 'legacy API key digest rehashed with the pepper');
+  return upgraded ?? (await fromStore(() => getIdentityByApiKeyDigest(deps.db, digest))) ?? null;
+}
+
+/**
+ * Authenticates an agent. Throws GatehouseError('unauthenticated') when the header is missing or
+ * malformed, the key is unknown or the identity is disabled; 'unavailable' when neither the key session
+ * nor the control store can answer. With the coordination store down, the database answers alone.
+ */
+export async function authenticateAgent(deps: AgentAuthDeps, authorizationHeader: string | undefined): Promise<AgentIdentity> {
+  const key = bearerKey(authorizationHeader);
+  if (key === null) throw unauthenticated();
+  const digest = digestApiKey(deps.pepper, key);
+  const sessionKey = keySessionKey(digest);
+  const useSessions = deps.ttlSeconds > 0;
+
+  let coordUp = useSessions;
+  let revoked = false;
+  if (useSessions) {
+    try {
+      const session = decodeSession(await deps.coord.get(sessionKey));
+      if (session === 'revoked') revoked = true;
+      else if (session !== null && digestsEqual(session.digest, digest) && session.identity.enabled) return session.identity;
+    } catch {
+      coordUp = false;
+    }
+  }
+
+  const row = await identityFromStore(deps, key, digest);
+  if (row === null || !row.enabled) throw unauthenticated();
+  const identity = toAgentIdentity(row);
+  if (coordUp && !revoked) {
+    try {
+      await deps.coord.setIfAbsent(sessionKey, encodeSession(digest, identity), { ttlMs: deps.ttlSeconds * 1000 });
+    } catch {
+      // The session is an optimisation; the database already answered.
+    }
+  }
+  return identity;
+}

@@ -1,0 +1,31 @@
+// The identity module's public face: agent keys, agent authentication and key sessions, built from the running services.
+import type { Services } from '../runtime/services.js';
+import type { AgentAuthDeps } from './authenticate.js';
+
+export { authenticateAgent, bearerKey, toAgentIdentity, type AgentAuthDeps } from './authenticate.js';
+export { revokeKeySessions, revokeIdentityKeySessions, keySessionKey, type AgentIdentity, type KeySessionDeps } from './key-sessions.js';
+export {
+  generateApiKey,
+  digestApiKey,
+  legacyDigest,
+  customKeyProblem,
+  estimateEntropyBits,
+  scramVerifier,
+  parseScramVerifier,
+  keyMaterial,
+  GENERATED_KEY_PREFIX,
+  MAX_API_KEY_LENGTH,
+  type CustomKeyPolicy,
+} from './keys.js';
+
+/** The dependencies of authenticateAgent and the key-session revokers, from the composition root's services. */
+export function agentAuthDeps(services: Pick<Services, 'db' | 'coord' | 'log' | 'config' | 'secrets'>): AgentAuthDeps {
+  return {
+    db: services.db,
+    coord: services.coord,
+    log: services.log.child({ component: 'agent-auth' }),
+    ttlSeconds: services.config.auth.key_session_ttl_seconds,
+    pepper: services.secrets.get('auth.api_key_pepper_ref'),
+    legacyAllowed: services.config.auth.legacy_unpeppered_keys_allowed,
+  };
+}
