@@ -1,7 +1,7 @@
 // The loading order of spec §9 (defaults → YAML → SERVICE_ environment), typed coercion of environment strings, and the collection of every problem at once.
 import { existsSync, readFileSync, statSync } from 'node:fs';
 import path from 'node:path';
-import { parseDocument } from 'yaml';
+import { LineCounter, parseDocument } from 'yaml';
 import type { z } from 'zod';
 import { configSchema, secretRefPaths, type Config } from './schema.js';
 import { isSecretRef, resolveSecretRef, Secrets } from './secrets.js';
@@ -41,8 +41,8 @@ export function loadConfig(opts: LoadOptions = {}): LoadedConfig | ConfigFailure
   const problems: string[] = [];
   const warnings: string[] = [];
 
-  const { file, tree: yamlTree, problem: fileProblem } = readYaml(env, cwd);
-  if (fileProblem) problems.push(fileProblem);
+  const { file, tree: yamlTree, problems: fileProblems = [] } = readYaml(env, cwd);
+  problems.push(...fileProblems);
 
   const { tree: envTree, problems: envProblems, origins } = readEnv(env);
   problems.push(...envProblems);
@@ -96,7 +96,7 @@ function resolveSecrets(tree: Tree, env: NodeJS.ProcessEnv, warnings: string[]):
   return { values, problems };
 }
 
-function readYaml(env: NodeJS.ProcessEnv, cwd: string): { file: string | null; tree: Tree; problem?: string } {
+function readYaml(env: NodeJS.ProcessEnv, cwd: string): { file: string | null; tree: Tree; problems?: string[] } {
   let file: string | null = null;
   const explicit = env[CONFIG_PATH_ENV];
   if (explicit !== undefined && explicit !== '') {
@@ -115,27 +115,35 @@ function readYaml(env: NodeJS.ProcessEnv, cwd: string): { file: string | null; t
   let text: string;
   try {
     const st = statSync(file);
-    if (!st.isFile()) return { file, tree: {}, problem: `${CONFIG_PATH_ENV}: ${file} is not a file` };
-    if (st.size > MAX_CONFIG_FILE_BYTES) return { file, tree: {}, problem: `config file ${file}: larger than ${MAX_CONFIG_FILE_BYTES} bytes` };
+    if (!st.isFile()) return { file, tree: {}, problems: [`${CONFIG_PATH_ENV}: ${file} is not a file`] };
+    if (st.size > MAX_CONFIG_FILE_BYTES) return { file, tree: {}, problems: [`config file ${file}: larger than ${MAX_CONFIG_FILE_BYTES} bytes`] };
     text = readFileSync(file, 'utf8');
   } catch (err) {
     const code = (err as NodeJS.ErrnoException).code ?? 'read error';
-    return { file, tree: {}, problem: `config file ${file}: cannot be read (${code})` };
+    return { file, tree: {}, problems: [`config file ${file}: cannot be read (${code})`] };
   }
 
-  const doc = parseDocument(text, { uniqueKeys: true, prettyErrors: false });
+  // prettyErrors would quote the offending line, which may hold a secret; the line counter gives the position alone.
+  const lineCounter = new LineCounter();
+  const doc = parseDocument(text, { uniqueKeys: true, prettyErrors: false, lineCounter });
   if (doc.errors.length > 0) {
-    // Only the first line of a YAML error: the rest quotes file content, which may hold a secret.
-    const lines = doc.errors.map((e) => {
-      const where = e.linePos?.[0] ? ` at line ${e.linePos[0].line}, column ${e.linePos[0].col}` : '';
-      return `config file ${file}: YAML syntax error${where}: ${e.message.split('\n')[0]?.replace(/ at line \d+, column \d+:?$/, '')}`;
+    // Only the first line of a YAML error: the rest quotes file content, which may hold a secret. One problem per error.
+    const problems = doc.errors.map((e) => {
+      const pos = lineCounter.linePos(e.pos[0]);
+      return `config file ${file}: YAML syntax error at line ${pos.line}, column ${pos.col}: ${e.message.split('\n')[0]?.replace(/ at line \d+, column \d+:?$/, '')}`;
     });
-    return { file, tree: {}, problem: lines.join('\n') };
+    return { file, tree: {}, problems };
   }
-  const value: unknown = doc.toJS({ maxAliasCount: 100 });
+  let value: unknown;
+  try {
+    value = doc.toJS({ maxAliasCount: 100 });
+  } catch (err) {
+    // Unresolved aliases and alias bombs surface only here; the message names the anchor, never a value.
+    return { file, tree: {}, problems: [`config file ${file}: YAML error: ${(err as Error).message.split('\n')[0]}`] };
+  }
   if (value === null || value === undefined) return { file, tree: {} };
   if (typeof value !== 'object' || Array.isArray(value)) {
-    return { file, tree: {}, problem: `config file ${file}: the top level must be a mapping of sections` };
+    return { file, tree: {}, problems: [`config file ${file}: the top level must be a mapping of sections`] };
   }
   return { file, tree: value as Tree };
 }
