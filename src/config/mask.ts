@@ -14,7 +14,19 @@ export function maskedConfig(config: Readonly<Config>): Record<string, unknown> 
     const v = read(copy, p);
     if (typeof v === 'string') write(copy, p, maskUrlCredentials(v));
   }
+  // Any other URL-valued field (otlp_endpoint, admin_base_url, ...) may carry userinfo too.
+  maskUrlsIn(copy);
   return copy;
+}
+
+function maskUrlsIn(node: Record<string, unknown> | unknown[]): void {
+  for (const [k, v] of Object.entries(node)) {
+    if (typeof v === 'string' && /^[a-z][a-z0-9+.-]*:\/\//i.test(v) && URL.canParse(v)) {
+      (node as Record<string, unknown>)[k] = maskUrlCredentials(v);
+    } else if (typeof v === 'object' && v !== null) {
+      maskUrlsIn(v as Record<string, unknown>);
+    }
+  }
 }
 
 function read(obj: Record<string, unknown>, dotted: string): unknown {

@@ -51,12 +51,26 @@ export function resolveSecretRef(ref: string, env: NodeJS.ProcessEnv): SecretRef
   return { ok: false, problem: 'is not a secret reference (expected env:NAME or file:/absolute/path); literal secrets are not accepted here' };
 }
 
-/** Masks the password of a URL's userinfo, keeping the rest readable for operators. */
+/** Query parameters that carry credentials: libpq/pg and ioredis both take `password=` from the query string. */
+const CREDENTIAL_PARAM = /pass|secret|token|key/i;
+
+/** Masks the password of a URL's userinfo and credential-bearing query parameters, keeping the rest readable for operators. */
 export function maskUrlCredentials(raw: string): string {
   try {
     const url = new URL(raw);
-    if (url.password) url.password = '****';
-    return url.toString();
+    let changed = false;
+    if (url.password) {
+      url.password = '****';
+      changed = true;
+    }
+    for (const name of [...new Set(url.searchParams.keys())]) {
+      if (CREDENTIAL_PARAM.test(name)) {
+        url.searchParams.set(name, '****');
+        changed = true;
+      }
+    }
+    // Unchanged URLs are returned as written, not normalized.
+    return changed ? url.toString() : raw;
   } catch {
     // An unparsable URL may still contain a credential; show nothing of it.
     return '****';
