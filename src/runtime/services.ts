@@ -14,6 +14,10 @@ import { InvalidationBus } from '../cache/invalidation.js';
 import type { Logger } from '../observability/logger.js';
 import { runtimeSecrets, type RuntimeSecrets } from './dev-secrets.js';
 import type { AdminAuditor } from '../admin/audit-events.js';
+import { PolicyService } from '../policy/service.js';
+import { AuditWriter } from '../audit/writer.js';
+import { Auditor } from '../audit/context.js';
+import { auditChanges } from '../audit/entry.js';
 
 export interface Services {
   readonly config: Readonly<Config>;
@@ -26,8 +30,13 @@ export interface Services {
   readonly readiness: Readiness;
   readonly registry: SourceRegistry;
   readonly invalidation: InvalidationBus;
-  /** Admin actions are recorded here (issue 3 item 8); backed by the durable audit writer. */
+  /** The durable audit writer (spec §6.4); `auditor.begin()` gives each request its one entry. */
+  readonly audit: AuditWriter;
+  readonly auditor: Auditor;
+  /** Admin actions are recorded here (issue 3 item 8) through the same writer, on channel `admin`. */
   readonly adminAudit: AdminAuditor;
+  /** The compiled policy set of this instance, reloaded on change (issue 4 item 1); loaded for roles all, gateway and admin. */
+  readonly policies: PolicyService;
   /** Registers a closer run at shutdown, last registered first (listeners before the stores they use). */
   onClose(fn: () => Promise<void>): void;
   close(): Promise<void>;
@@ -96,6 +105,30 @@ export async function buildServices(loaded: LoadedConfig, role: ServiceRole, log
       return { ok: true, detail: coord.kind === 'memory' ? 'in-process coordination (embedded)' : 'reachable' };
     });
     readiness.register('registry', () => registry.health());
+    const auditLog = log.child({ component: 'audit' });
+    const audit = new AuditWriter({ db: store.db, config: config.audit, logger: auditLog });
+    await audit.start();
+    // Closed after the listeners (closers run in reverse), so in-flight requests still record their entries.
+    closers.push(() => audit.close());
+    const auditor = new Auditor({ port: audit, logger: auditLog });
+    readiness.register('audit_buffer', () => audit.health());
+    const adminAudit: AdminAuditor = {
+      record: (event) =>
+        auditor
+          .begin({
+            channel: 'admin',
+            request_id: event.request_id,
+            admin_user_id: event.admin_user_id,
+            action: event.action,
+            target: event.target ? { type: event.target.type, id: String(event.target.id) } : null,
+            changes: event.changes ? auditChanges(event.changes.before ?? null, event.changes.after ?? null) : null,
+            decision: event.outcome === 'success' ? 'allow' : event.outcome === 'denied' ? 'deny' : 'error',
+            reasons: event.details ? Object.entries(event.details).map(([k, v]) => `${k}=${String(v)}`).slice(0, 16) : [],
+            status: event.status,
+            client_ip: event.client_ip,
+          })
+          .end(),
+    };
     readiness.register('cache_invalidation', () => invalidation.health());
 
     if (role !== 'worker' && role !== 'migration') {
@@ -104,6 +137,11 @@ export async function buildServices(loaded: LoadedConfig, role: ServiceRole, log
       closers.push(() => invalidation.stop());
       await registry.start();
       closers.push(() => registry.stop());
+    }
+    const policies = new PolicyService(store.db, coord, log.child({ component: 'policies' }), { instanceId });
+    if (role === 'all' || role === 'gateway' || role === 'admin') {
+      await policies.start();
+      closers.push(() => policies.stop());
     }
 
     let closed = false;
@@ -118,7 +156,9 @@ export async function buildServices(loaded: LoadedConfig, role: ServiceRole, log
       readiness,
       registry,
       invalidation,
-      adminAudit: { record: async (event) => log.info({ audit: event }, 'admin action') },
+      audit,
+      auditor,
+      adminAudit,
       onClose: (fn) => closers.push(fn),
       close: async () => {
         if (closed) return;

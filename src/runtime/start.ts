@@ -8,6 +8,7 @@ import { buildGatewayApp } from '../gateway/app.js';
 import { buildAdminApp } from '../admin/app.js';
 import { createWirePlaceholder } from '../gateway/pgwire/placeholder.js';
 import { Worker } from '../worker/worker.js';
+import { maintainPartitions } from '../audit/partitions.js';
 
 export class ListenError extends Error {
   readonly code = 'listen_failed';
@@ -90,6 +91,16 @@ export async function startService(loaded: LoadedConfig, role: ServiceRole, log:
     }
     if (role === 'all' || role === 'worker') {
       worker = new Worker(services);
+      const partitions = config.audit.partitions;
+      worker.addTask({
+        name: 'audit-partitions',
+        intervalMs: 3_600_000,
+        run: async () => {
+          const result = await maintainPartitions(services.db, { monthsAhead: partitions.months_ahead, retentionDays: partitions.retention_days, now: new Date() });
+          if (result.created.length + result.dropped.length > 0) services.log.info(result, 'audit partitions maintained');
+        },
+        runAtStart: true,
+      });
       await worker.start();
     }
   } catch (err) {

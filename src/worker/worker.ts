@@ -6,6 +6,8 @@ import type { Services } from '../runtime/services.js';
 export interface PeriodicTask {
   name: string;
   intervalMs: number;
+  /** Run once as soon as the worker starts, not only after the first interval. */
+  runAtStart?: boolean;
   run(): Promise<void>;
 }
 
@@ -28,6 +30,7 @@ export class Worker {
   async start(): Promise<void> {
     await this.heartbeat();
     for (const task of this.#tasks) {
+      if (task.runAtStart) this.#runOnce(task);
       const timer = setInterval(() => this.#runOnce(task), task.intervalMs);
       this.#timers.push(timer);
     }
