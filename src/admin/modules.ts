@@ -2,6 +2,7 @@
 import type { FastifyInstance } from 'fastify';
 import type { ApiRegistry } from './api/route.js';
 import type { Services } from '../runtime/services.js';
+import { adminAuthModule } from './auth/module.js';
 
 export interface AdminModuleContext {
   app: FastifyInstance;
@@ -12,4 +13,4 @@ export interface AdminModuleContext {
 export type AdminModule = (ctx: AdminModuleContext) => Promise<void> | void;
 
 /** Order matters: authentication first, so its hooks guard every route registered after it. */
-export const adminModules: AdminModule[] = [];
+export const adminModules: AdminModule[] = [adminAuthModule];

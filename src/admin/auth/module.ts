@@ -1,0 +1,33 @@
+// The admin authentication module: cookie and form parsing, the bootstrap owner, the request guard, and the auth, admin-user and API-token routes.
+import cookiePlugin from '@fastify/cookie';
+import formbody from '@fastify/formbody';
+import type { AdminModule } from '../modules.js';
+import { ensureBootstrapOwner } from './bootstrap.js';
+import { installAdminGuard } from './guard.js';
+import { registerAuthRoutes } from './routes.js';
+import { registerAdminUserRoutes } from './admins-api.js';
+import { AdminSessions } from './sessions.js';
+import { LoginThrottle } from './throttle.js';
+
+export const adminAuthModule: AdminModule = async ({ app, api, services }) => {
+  const { config, secrets, db, coord, log } = services;
+  const admin = config.admin;
+  if (!app.hasContentTypeParser('application/x-www-form-urlencoded')) await app.register(formbody);
+  if (!app.hasDecorator('parseCookie')) await app.register(cookiePlugin);
+
+  const outcome = await ensureBootstrapOwner(db, secrets.bootstrapPassword());
+  if (outcome === 'created_with_default_password') {
+    log.warn({ username: 'admin' }, 'bootstrap owner created with the built-in initial password; it must be changed at first sign-in (docs/admin-auth.md)');
+  } else if (outcome === 'created_with_configured_password') {
+    log.info({ username: 'admin' }, 'bootstrap owner created with admin.bootstrap_password');
+  }
+
+  const sessions = new AdminSessions(coord, secrets.get('admin.signing_secret_ref'), {
+    ttlSeconds: admin.session_ttl_seconds,
+    idleSeconds: admin.session_idle_seconds,
+  });
+  const throttle = new LoginThrottle(coord, admin.login_throttle);
+  installAdminGuard(app, { db, sessions, cookieName: admin.cookie.name });
+  registerAuthRoutes({ app, api, services, sessions, throttle });
+  registerAdminUserRoutes({ app, api, services });
+};

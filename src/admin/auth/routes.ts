@@ -1,0 +1,197 @@
+// Sign-in, change-password, logout and the session description: /auth/login, /auth/change-password, /auth/logout, /api/session.
+import type { FastifyReply, FastifyRequest } from 'fastify';
+import { z } from 'zod';
+import { GatehouseError } from '../../errors/registry.js';
+import { getAdminUserById, getAdminUserByUsername, recordAdminLogin, setAdminPassword } from '../../store/repos/admin-users.js';
+import type { AdminModuleContext } from '../modules.js';
+import type { AdminAuditEvent } from '../audit-events.js';
+import { validationError } from '../api/validation.js';
+import { adminOf } from './principal.js';
+import { sessionOf } from './guard.js';
+import { hashPassword, passwordProblems, verifyPassword } from './passwords.js';
+import { changePasswordPage, loginPage, safeNext } from './pages.js';
+import type { AdminSessions } from './sessions.js';
+import type { LoginThrottle } from './throttle.js';
+
+export interface AuthRouteDeps extends AdminModuleContext {
+  sessions: AdminSessions;
+  throttle: LoginThrottle;
+}
+
+const loginForm = z.object({
+  username: z.string().min(1).max(128),
+  password: z.string().min(1).max(1024),
+  next: z.string().max(2048).optional(),
+});
+
+const changePasswordForm = z.object({
+  current_password: z.string().min(1).max(1024),
+  new_password: z.string().min(1).max(1024),
+  confirm_password: z.string().min(1).max(1024),
+  next: z.string().max(2048).optional(),
+  csrf_token: z.string().max(256).optional(),
+});
+
+const sessionResponse = z.object({
+  username: z.string(),
+  roles: z.array(z.string()),
+  csrf_token: z.string().nullable(),
+  must_change_password: z.boolean(),
+});
+
+const HTML = 'text/html; charset=utf-8';
+
+/** Form posts get redirects and pages; API clients (JSON body, or asking for JSON only) get JSON. */
+function wantsJson(req: FastifyRequest): boolean {
+  if ((req.headers['content-type'] ?? '').startsWith('application/json')) return true;
+  const accept = req.headers.accept ?? '';
+  return accept.includes('application/json') && !accept.includes('text/html');
+}
+
+export function auditOf(req: FastifyRequest, event: Omit<AdminAuditEvent, 'request_id' | 'client_ip' | 'admin_user_id'> & { admin_user_id?: number | null }): AdminAuditEvent {
+  return { request_id: req.id, client_ip: req.ip, admin_user_id: req.admin?.id ?? null, ...event };
+}
+
+export function registerAuthRoutes(deps: AuthRouteDeps): void {
+  const { app, api, services, sessions, throttle } = deps;
+  const { db, adminAudit } = services;
+  const cookie = services.config.admin.cookie;
+  const cookieOptions = {
+    path: '/',
+    httpOnly: true,
+    secure: cookie.secure,
+    sameSite: cookie.same_site,
+    maxAge: services.config.admin.session_ttl_seconds,
+  } as const;
+
+  const startSession = async (reply: FastifyReply, admin: { id: number; auth_version: number }) => {
+    const { cookieValue, session } = await sessions.create(admin);
+    void reply.setCookie(cookie.name, cookieValue, cookieOptions);
+    return session;
+  };
+
+  app.get('/auth/login', async (req, reply) => {
+    const next = (req.query as Record<string, unknown>).next;
+    return reply.type(HTML).header('cache-control', 'no-store').send(loginPage({ next: safeNext(next, '') }));
+  });
+
+  api.route(app, {
+    method: 'POST',
+    url: '/auth/login',
+    summary: 'Sign in with username and password (form); 303 to `next` with the session cookie',
+    tags: ['auth'],
+    body: loginForm,
+    successStatus: 303,
+    handler: async ({ body, req, reply }) => {
+      const address = req.ip;
+      const verdict = await throttle.check(body.username, address);
+      if (verdict.throttled) {
+        await adminAudit.record(auditOf(req, { action: 'auth.login_throttled', outcome: 'denied', status: 429, details: { username: body.username, scope: verdict.scope } }));
+        throw new GatehouseError('rate_limited', 'Too many failed sign-in attempts; try again later.', { retryAfterSeconds: verdict.retryAfterSeconds });
+      }
+      const admin = await getAdminUserByUsername(db, body.username);
+      const passwordOk = await verifyPassword(admin?.password_hash, body.password);
+      if (!admin || !passwordOk || !admin.enabled) {
+        await throttle.recordFailure(body.username, address);
+        const reason = !admin ? 'unknown_user' : !passwordOk ? 'wrong_password' : 'disabled';
+        await adminAudit.record(auditOf(req, { action: 'auth.login_failed', outcome: 'failure', status: 401, admin_user_id: admin?.id ?? null, details: { username: body.username, reason } }));
+        // One message for every cause, so the page does not tell which usernames exist or are disabled.
+        return reply
+          .code(401)
+          .type(HTML)
+          .header('cache-control', 'no-store')
+          .send(loginPage({ username: body.username, next: safeNext(body.next, ''), error: 'Invalid username or password.' }));
+      }
+      await throttle.reset(body.username);
+      // No fixation: a session the browser already carried is ended and a new id issued.
+      const previous = sessions.verifyCookie(req.cookies[cookie.name]);
+      if (previous) await sessions.destroy(previous);
+      await startSession(reply, admin);
+      await recordAdminLogin(db, admin.id);
+      await adminAudit.record(auditOf(req, { action: 'auth.login', outcome: 'success', status: 303, admin_user_id: admin.id, details: { username: admin.username, must_change_password: admin.must_change_password } }));
+      return reply.redirect(safeNext(body.next), 303);
+    },
+  });
+
+  app.get('/auth/change-password', async (req, reply) => {
+    const admin = adminOf(req);
+    const next = (req.query as Record<string, unknown>).next;
+    return reply
+      .type(HTML)
+      .header('cache-control', 'no-store')
+      .send(changePasswordPage({ username: admin.username, csrfToken: sessionOf(req)?.record.csrf_token ?? '', next: safeNext(next, '') }));
+  });
+
+  api.route(app, {
+    method: 'POST',
+    url: '/auth/change-password',
+    summary: 'Change the signed-in admin\'s password (form or JSON); ends every other session of the admin',
+    tags: ['auth'],
+    body: changePasswordForm,
+    handler: async ({ body, req, reply }) => {
+      const principal = adminOf(req);
+      if (body.new_password !== body.confirm_password) {
+        throw validationError([{ loc: ['body', 'confirm_password'], msg: 'The new password and its confirmation differ', type: 'value_error' }]);
+      }
+      const problems = passwordProblems(body.new_password, principal.username);
+      if (body.new_password === body.current_password) problems.push('must differ from the current password');
+      if (problems.length > 0) throw validationError([{ loc: ['body', 'new_password'], msg: `The new password ${problems.join('; ')}`, type: 'value_error' }]);
+      const verdict = await throttle.check(principal.username, req.ip);
+      if (verdict.throttled) {
+        await adminAudit.record(auditOf(req, { action: 'auth.password_change_throttled', outcome: 'denied', status: 429, target: { type: 'admin_user', id: principal.id } }));
+        throw new GatehouseError('rate_limited', 'Too many failed attempts; try again later.', { retryAfterSeconds: verdict.retryAfterSeconds });
+      }
+      const admin = await getAdminUserById(db, principal.id);
+      if (!admin || !(await verifyPassword(admin.password_hash, body.current_password))) {
+        await throttle.recordFailure(principal.username, req.ip);
+        await adminAudit.record(auditOf(req, { action: 'auth.password_change_failed', outcome: 'failure', status: 422, target: { type: 'admin_user', id: principal.id } }));
+        throw validationError([{ loc: ['body', 'current_password'], msg: 'The current password is incorrect', type: 'value_error' }]);
+      }
+      // The new hash and the auth_version advance land together: every other session of this admin ends.
+      const updated = await setAdminPassword(db, admin.id, await hashPassword(body.new_password), false);
+      if (!updated) throw new GatehouseError('unauthenticated');
+      await adminAudit.record(auditOf(req, { action: 'auth.password_change', outcome: 'success', status: 200, target: { type: 'admin_user', id: admin.id } }));
+      let csrfToken: string | null = null;
+      const current = sessionOf(req);
+      if (current) {
+        await sessions.destroy(current.id);
+        csrfToken = (await startSession(reply, updated)).record.csrf_token;
+      }
+      if (!wantsJson(req)) return reply.redirect(safeNext(body.next), 303);
+      return { detail: 'Password changed.', csrf_token: csrfToken };
+    },
+  });
+
+  api.route(app, {
+    method: 'POST',
+    url: '/auth/logout',
+    summary: 'End the current session',
+    tags: ['auth'],
+    handler: async ({ req, reply }) => {
+      const current = sessionOf(req);
+      if (current) await sessions.destroy(current.id);
+      void reply.clearCookie(cookie.name, { path: '/' });
+      await adminAudit.record(auditOf(req, { action: 'auth.logout', outcome: 'success', status: 200 }));
+      if (!wantsJson(req)) return reply.redirect('/auth/login', 303);
+      return { detail: 'Signed out.' };
+    },
+  });
+
+  api.route(app, {
+    method: 'GET',
+    url: '/api/session',
+    summary: 'The signed-in admin, its roles and the CSRF token for mutating requests',
+    tags: ['auth'],
+    response: sessionResponse,
+    handler: async ({ req }) => {
+      const principal = adminOf(req);
+      const admin = await getAdminUserById(db, principal.id);
+      return {
+        username: principal.username,
+        roles: principal.roles,
+        csrf_token: sessionOf(req)?.record.csrf_token ?? null,
+        must_change_password: admin?.must_change_password ?? false,
+      };
+    },
+  });
+}
