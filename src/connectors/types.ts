@@ -1,0 +1,42 @@
+// The connector contract: what a source type declares (config schema, credential fields, capabilities) and how it tests a connection.
+import type { z } from 'zod';
+import type { SecretRefResult } from '../config/secrets.js';
+
+export type ConnectorCapability = 'sql' | 'http';
+
+/** A credential given either literally (`password`) or as a secret reference (`password_ref`); never both. */
+export interface CredentialField {
+  literal: string;
+  ref: string;
+}
+
+/** Resolves `env:NAME` / `file:/path` at use time (never at registration), so rotating a secret needs no admin change. */
+export type SecretResolver = (ref: string) => SecretRefResult;
+
+export interface ConnectionTestContext {
+  resolveSecret: SecretResolver;
+  /** Overall bound of the test, connection and first answer included. */
+  timeoutMs: number;
+}
+
+/** `{ok, latency_ms, error}` of spec §2; `error` is fixed, safe text — never the driver's message. */
+export interface ConnectionTestResult {
+  ok: boolean;
+  latency_ms: number;
+  error: string | null;
+}
+
+export interface Connector {
+  readonly key: string;
+  readonly name: string;
+  readonly description: string;
+  /** The source_type a source registered on this connector has. */
+  readonly source_type: string;
+  readonly capabilities: readonly ConnectorCapability[];
+  /** Whether this build can register and serve sources on it. */
+  readonly active: boolean;
+  /** Validates connection_config (unknown keys rejected, defaults filled). */
+  readonly configSchema: z.ZodType<Record<string, unknown>>;
+  readonly credentials: readonly CredentialField[];
+  test(config: Record<string, unknown>, ctx: ConnectionTestContext): Promise<ConnectionTestResult>;
+}
