@@ -15,11 +15,13 @@ export interface PiiMatch {
  * `digits` (a run of digits and separators), `colon`, `secret` (a known token
  * prefix) or `always`.
  */
-export type DetectorGate = 'at' | 'digits' | 'colon' | 'secret' | 'always';
+export type DetectorGate = 'at' | 'digits' | 'plus' | 'dots' | 'colon' | 'secret' | 'always';
 
 export interface PiiDetector {
   readonly type: string;
   readonly gate?: DetectorGate;
+  /** Fewest ASCII digits a match needs; strings with fewer skip the detector. */
+  readonly minDigits?: number;
   /** Appends every match in `text`; `keyHint` is the normalized key the string sits under, when known. */
   find(text: string, found: PiiMatch[], keyHint: string | undefined): void;
 }
@@ -30,11 +32,13 @@ function regexDetector(
   gate: DetectorGate,
   re: RegExp,
   accept: (m: RegExpExecArray, text: string) => [number, number] | null,
+  minDigits = 0,
 ): PiiDetector {
   if (!re.global) throw new TypeError(`detector ${type}: regex must be global`);
   return {
     type,
     gate,
+    minDigits,
     find(text, found) {
       re.lastIndex = 0;
       let m: RegExpExecArray | null;
@@ -56,8 +60,10 @@ const tailGroup = (m: RegExpExecArray, g: number): [number, number] => {
 
 // ---------------------------------------------------------------- email
 
-const LOCAL_CHAR = /[A-Za-z0-9._%+-]/;
-const DOMAIN_CHAR = /[A-Za-z0-9.-]/;
+const isAlnum = (c: number): boolean => (c >= 48 && c <= 57) || (c >= 65 && c <= 90) || (c >= 97 && c <= 122);
+// . _ % + -
+const isLocalChar = (c: number): boolean => isAlnum(c) || c === 46 || c === 95 || c === 37 || c === 43 || c === 45;
+const isDomainChar = (c: number): boolean => isAlnum(c) || c === 46 || c === 45;
 const LABEL = /^[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?$/;
 // `icon@2x.png` is an asset name, not an address.
 const FILE_TLDS = new Set(['png', 'jpg', 'jpeg', 'gif', 'svg', 'webp', 'ico', 'bmp', 'avif']);
@@ -70,9 +76,9 @@ const emailDetector: PiiDetector = {
     let at = text.indexOf('@');
     while (at !== -1) {
       let s = at;
-      while (s > 0 && at - s < 64 && LOCAL_CHAR.test(text[s - 1]!)) s--;
+      while (s > 0 && at - s < 64 && isLocalChar(text.charCodeAt(s - 1))) s--;
       let e = at + 1;
-      while (e < text.length && e - at <= 253 && DOMAIN_CHAR.test(text[e]!)) e++;
+      while (e < text.length && e - at <= 253 && isDomainChar(text.charCodeAt(e))) e++;
       while (e > at + 1 && (text[e - 1] === '.' || text[e - 1] === '-')) e--;
       if (s < at && e > at + 1 && emailParts(text.slice(s, at), text.slice(at + 1, e))) {
         found.push({ start: s, end: e, type: 'email' });
@@ -107,7 +113,7 @@ function phoneShapeOk(s: string): boolean {
   return true;
 }
 
-const phoneIntl = regexDetector('phone', 'digits', /(?<![\w+])\+\d[\d ().-]{6,22}\d(?!\w)/g, (m) => (phoneShapeOk(m[0]) ? whole(m) : null));
+const phoneIntl = regexDetector('phone', 'plus', /(?<![\w+])\+\d[\d ().-]{6,22}\d(?!\w)/g, (m) => (phoneShapeOk(m[0]) ? whole(m) : null), 8);
 
 /** NANP national form: `(415) 555-2671`, `415-555-2671`, `415.555.2671` with one separator kind. */
 const phoneNanp = regexDetector(
@@ -119,6 +125,7 @@ const phoneNanp = regexDetector(
     if (m[3] !== undefined && m[3] !== m[5]) return null;
     return nanpValid(area, m[4]!) ? whole(m) : null;
   },
+  10,
 );
 
 /** Trunk-prefix national form (`020 7946 0958`, `01 23 45 67 89`, `030-12345678`): 10–11 digits, one separator kind. */
@@ -130,6 +137,7 @@ const phoneTrunk = regexDetector(
     const n = digitCount(m[0]);
     return n >= 10 && n <= 11 ? whole(m) : null;
   },
+  10,
 );
 
 // ---------------------------------------------------------------- cards, IBAN, SSN
@@ -141,7 +149,7 @@ const cardDetector = regexDetector('card', 'digits', /(?<![\w.-])\d(?:[ -]?\d){1
   if (seps.length > 5) return null;
   const digits = digitsOnly(raw);
   return cardNetwork(digits) !== null && luhnValid(digits) ? whole(m) : null;
-});
+}, 13);
 
 /** Finds the country's exact length inside the candidate (spaces allowed), so a following word is never swallowed. */
 const ibanDetector = regexDetector('iban', 'digits', /(?<![A-Za-z0-9])[A-Z]{2}\d{2}(?: ?[A-Z0-9]){11,30}/g, (m, text) => {
@@ -155,11 +163,12 @@ const ibanDetector = regexDetector('iban', 'digits', /(?<![A-Za-z0-9])[A-Z]{2}\d
   const end = m.index + i;
   if (end < text.length && /[A-Za-z0-9]/.test(text[end]!)) return null;
   return ibanValid(compact) ? [m.index, end] : null;
-});
+}, 4);
 
 /** 3-2-4 with one separator kind: the shape alone rules out ISO (4-2-2) and US (2-2-4) dates. */
 const ssnDetector = regexDetector('ssn', 'digits', /(?<![\w\-./:])(\d{3})([- ])(\d{2})\2(\d{4})(?![\w\-:]|\.\d)/g, (m) =>
   ssnValid(m[1]!, m[3]!, m[4]!) ? whole(m) : null,
+  9,
 );
 
 // ---------------------------------------------------------------- IP addresses
@@ -167,11 +176,11 @@ const ssnDetector = regexDetector('ssn', 'digits', /(?<![\w\-./:])(\d{3})([- ])(
 // Decided: a dotted quad right after a product token (`Chrome/120.0.0.0`) or a version word (`v`, `version`, `build`, `release`, `rev`) is a version, not an address.
 const VERSION_CONTEXT = /(?:\b(?:v|ver|version|build|release|rev|revision)\s*[:=#]?\s*|[A-Za-z]\/)$/i;
 
-const ipv4Detector = regexDetector('ip_address', 'digits', /(?<![\w.-])(?:\d{1,3}\.){3}\d{1,3}(?![\w-]|\.\d)/g, (m, text) => {
+const ipv4Detector = regexDetector('ip_address', 'dots', /(?<![\w.-])(?:\d{1,3}\.){3}\d{1,3}(?![\w-]|\.\d)/g, (m, text) => {
   if (!ipv4Valid(m[0])) return null;
   if (VERSION_CONTEXT.test(text.slice(Math.max(0, m.index - 16), m.index))) return null;
   return whole(m);
-});
+}, 4);
 
 const ipv6Detector = regexDetector('ip_address', 'colon', /(?<![\w:.])[0-9A-Fa-f:][0-9A-Fa-f:.]{1,44}(?![\w:])/g, (m) => {
   let s = m[0];

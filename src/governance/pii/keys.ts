@@ -104,46 +104,102 @@ export class NameMatcher {
 
 /**
  * Free-text field patterns: a plain glob names a key anywhere (`notes`, `*_comment`);
- * a pattern with `.` or starting with `$` is a JSON path (`$.tickets[*].body`,
- * `tickets.*.body`, `**.description`): `*` is one segment, `**` any number, and
- * array indexes are segments too.
+ * a pattern with `.` or `[`, or starting with `$`, is a JSON path
+ * (`$.tickets[*].body`, `tickets.*.body`, `**.description`): `*` is one
+ * segment, `**` any number, and array indexes are segments too.
  */
 export class FreeTextMatcher {
   readonly keys: NameMatcher;
-  readonly paths: readonly (readonly RegExp[])[];
+  /** Start state of the path automaton, or null when no path patterns are configured. */
+  readonly pathStart: PathState | null;
 
   constructor(patterns: readonly string[]) {
     const names: string[] = [];
-    const paths: RegExp[][] = [];
+    const paths: Segment[][] = [];
     for (const p of patterns) {
-      if (p.startsWith('$') || p.includes('.') || p.includes('[')) paths.push(splitPath(p).map((seg) => (seg === '**' ? /^\*\*$/ : globToRegExp(seg))));
+      if (p.startsWith('$') || p.includes('.') || p.includes('[')) paths.push(splitPath(p).map((seg) => (seg === '**' ? ANY_DEPTH : globToRegExp(seg))));
       else names.push(p);
     }
     this.keys = new NameMatcher(names);
-    this.paths = paths;
+    this.pathStart = paths.length === 0 ? null : PathState.start(paths);
+  }
+}
+
+const ANY_DEPTH = Symbol('**');
+type Segment = RegExp | typeof ANY_DEPTH;
+
+function closure(pattern: readonly Segment[], positions: readonly number[]): number[] {
+  const out = new Set<number>();
+  const todo = [...positions];
+  while (todo.length > 0) {
+    const pi = todo.pop()!;
+    if (out.has(pi)) continue;
+    out.add(pi);
+    if (pattern[pi] === ANY_DEPTH) todo.push(pi + 1);
+  }
+  return [...out].sort((a, b) => a - b);
+}
+
+/**
+ * One state of the lazily built path automaton: the positions reached in every
+ * pattern after the path so far. Transitions are memoized per segment, so a
+ * document walk costs one map lookup per container and value; a dead state
+ * (no pattern can still match) ends path checks for the whole subtree.
+ */
+export class PathState {
+  readonly accept: boolean;
+  readonly dead: boolean;
+  private readonly next = new Map<string, PathState>();
+
+  private constructor(
+    private readonly patterns: readonly (readonly Segment[])[],
+    private readonly positions: readonly (readonly number[])[],
+    /** States with the same positions are one state, so sibling records share their memoized transitions. */
+    private readonly interned: Map<string, PathState>,
+  ) {
+    this.accept = positions.some((ps, i) => ps.includes(patterns[i]!.length));
+    this.dead = positions.every((ps) => ps.length === 0);
   }
 
-  get hasPaths(): boolean {
-    return this.paths.length > 0;
+  static start(patterns: readonly (readonly Segment[])[]): PathState {
+    const interned = new Map<string, PathState>();
+    const positions = patterns.map((pat) => closure(pat, [0]));
+    const state = new PathState(patterns, positions, interned);
+    interned.set(positionsKey(positions), state);
+    return state;
   }
 
-  matchesPath(segments: readonly string[]): boolean {
-    for (const pattern of this.paths) if (matchSegments(pattern, 0, segments, 0)) return true;
-    return false;
+  step(segment: string): PathState {
+    const memo = this.next.get(segment);
+    if (memo !== undefined) return memo;
+    const positions = this.patterns.map((pat, i) => {
+      const reached: number[] = [];
+      for (const pi of this.positions[i]!) {
+        const seg = pat[pi];
+        if (seg === undefined) continue;
+        if (seg === ANY_DEPTH) reached.push(pi);
+        else if (seg.test(segment)) reached.push(pi + 1);
+      }
+      return closure(pat, reached);
+    });
+    const key = positionsKey(positions);
+    let state = this.interned.get(key);
+    if (state === undefined) {
+      state = new PathState(this.patterns, positions, this.interned);
+      // The state count is bounded by the pattern positions, so interning cannot grow without limit.
+      this.interned.set(key, state);
+    }
+    // Array indexes and generated keys would grow the memo without bound.
+    if (this.next.size < 1_000) this.next.set(segment, state);
+    return state;
   }
+}
+
+function positionsKey(positions: readonly (readonly number[])[]): string {
+  return positions.map((ps) => ps.join(',')).join('|');
 }
 
 function splitPath(p: string): string[] {
   const s = p.replace(/^\$\.?/, '').replace(/\[(\*|\d+)\]/g, '.$1').replace(/\[['"]([^'"]*)['"]\]/g, '.$1');
   return s.split('.').filter((x) => x.length > 0);
-}
-
-function matchSegments(pattern: readonly RegExp[], pi: number, segs: readonly string[], si: number): boolean {
-  if (pi === pattern.length) return si === segs.length;
-  const re = pattern[pi]!;
-  if (re.source === '^\\*\\*$') {
-    for (let k = si; k <= segs.length; k++) if (matchSegments(pattern, pi + 1, segs, k)) return true;
-    return false;
-  }
-  return si < segs.length && re.test(segs[si]!) && matchSegments(pattern, pi + 1, segs, si + 1);
 }

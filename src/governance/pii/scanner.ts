@@ -2,6 +2,7 @@
 import { CONTEXT_DETECTORS, FAST_DETECTORS } from './detectors.js';
 import type { PiiDetector } from './detectors.js';
 import { FreeTextMatcher, keyContextType, NameMatcher, normalizeKey } from './keys.js';
+import type { PathState } from './keys.js';
 import { applyMatches, COLUMN, detectorSet, exceedsBytes, findMatches, marker, SCAN_FAILED } from './text.js';
 import type { DetectorSet } from './text.js';
 
@@ -105,9 +106,12 @@ interface Task {
   depth: number;
   parent: Task | null;
   key: string | number;
+  /** Free-text path automaton state at this container (deep mode with path patterns only). */
+  path: PathState | null;
 }
 
-function pathOf(task: Task | null, last?: string | number): string {
+function pathOf(task: Task, last?: string | number): string {
+  if (task.parent === null) return '$'; // the pseudo-container holding the root value
   const segs = segmentsOf(task);
   if (last !== undefined) segs.push(last);
   let s = '$';
@@ -115,9 +119,10 @@ function pathOf(task: Task | null, last?: string | number): string {
   return s;
 }
 
-function segmentsOf(task: Task | null): (string | number)[] {
+/** Keys from the root value down to `task` (the root value itself has no key). */
+function segmentsOf(task: Task): (string | number)[] {
   const segs: (string | number)[] = [];
-  for (let t = task; t !== null && t.parent !== null; t = t.parent) segs.push(t.key);
+  for (let t: Task = task; t.parent !== null && t.parent.parent !== null; t = t.parent) segs.push(t.key);
   return segs.reverse();
 }
 
@@ -183,14 +188,21 @@ export function createPiiScanner(options: PiiScannerOptions = {}): PiiScanner {
     return marker(SCAN_FAILED);
   }
 
-  /** Scans one string with `set`; bounds and detector errors replace it with the failure marker. */
-  function scanString(s: string, set: DetectorSet, keyHint: string | undefined, c: Counts, where: () => string): string {
-    if (exceedsBytes(s, maxStringLength)) return failField(c, where(), `string exceeds maxStringLength (${maxStringLength} bytes)`);
+  // Why the last scanString call returned null; read by the caller, which knows where the string sits.
+  let failure = '';
+
+  /** Scans one string with `set`; null when a bound is hit or a detector throws (the caller fails the field closed). */
+  function scanString(s: string, set: DetectorSet, keyHint: string | undefined, c: Counts): string | null {
+    if (exceedsBytes(s, maxStringLength)) {
+      failure = `string exceeds maxStringLength (${maxStringLength} bytes)`;
+      return null;
+    }
     let matches;
     try {
       matches = findMatches(s, set, keyHint);
     } catch (err) {
-      return failField(c, where(), `detector failed (${err instanceof Error ? err.name : 'error'})`);
+      failure = `detector failed (${err instanceof Error ? err.name : 'error'})`;
+      return null;
     }
     if (matches.length === 0) return s;
     c.redactions += matches.length;
@@ -222,11 +234,13 @@ export function createPiiScanner(options: PiiScannerOptions = {}): PiiScanner {
           holder[key] = child;
           return;
         }
-        const free = deep && (freeTextKey || (freeText.hasPaths && freeText.matchesPath(segmentsOf(parent).concat(key).map(String))));
-        holder[key] = scanString(child, free ? fullSet : fastSet, keyHint, c, () => pathOf(parent, key));
+        const free = deep && (freeTextKey || (parent.path !== null && parent.path.step(String(key)).accept));
+        holder[key] = scanString(child, free ? fullSet : fastSet, keyHint, c) ?? failField(c, pathOf(parent, key), failure);
       } else if (typeof child === 'object' && child !== null) {
         holder[key] = null; // keeps key order; the queued task fills it in
-        stack.push({ src: child, holder, holderKey: key, depth: parent.depth + 1, parent, key });
+        let path = parent.path === null ? null : parent.path.step(String(key));
+        if (path !== null && path.dead) path = null;
+        stack.push({ src: child, holder, holderKey: key, depth: parent.depth + 1, parent, key, path });
       } else if (typeof child === 'number' && scanning) {
         holder[key] = scanNumber(child, c);
       } else {
@@ -234,9 +248,10 @@ export function createPiiScanner(options: PiiScannerOptions = {}): PiiScanner {
       }
     };
 
-    const rootTask: Task = { src: root, holder: root, holderKey: 'v', depth: -1, parent: null, key: '$' };
+    const rootTask: Task = { src: root, holder: root, holderKey: 'v', depth: -1, parent: null, key: '$', path: null };
     const stack: Task[] = [];
     visit(input, root, 'v', rootTask, stack, undefined, false);
+    if (stack.length === 1 && deep) stack[0]!.path = freeText.pathStart;
 
     while (stack.length > 0) {
       const task = stack.pop()!;
@@ -329,7 +344,7 @@ export function createPiiScanner(options: PiiScannerOptions = {}): PiiScanner {
         else if (p.kind === 'column') {
           out[i] = marker(p.type);
           count(c, p.type);
-        } else out[i] = scanString(v, p.set!, p.hint, c, () => `column ${JSON.stringify(columns[i])}`);
+        } else out[i] = scanString(v, p.set!, p.hint, c) ?? failField(c, `column ${JSON.stringify(columns[i])}`, failure);
       }
       return { values: out, mode, ...c };
     };

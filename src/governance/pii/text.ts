@@ -11,55 +11,85 @@ export const COLUMN = 'column';
 
 // Shortest value any detector accepts (`a@b.co`); shorter strings skip scanning entirely.
 const MIN_CANDIDATE_LENGTH = 6;
-const DIGIT_GATE = /\d[\d .()/-]{5}/;
+// Shortest secret any secret detector accepts (an AWS key id is 20 characters).
+const MIN_SECRET_LENGTH = 20;
 const SECRET_GATE = /A(?:KIA|SIA|BIA|CCA|GPA|IDA|IPA|NPA|NVA|PKA|ROA|SCA)|gh[pousr]_|github_pat_|xox[abpr]-|AIza|-----BEGIN|eyJ|k_(?:live|test)_|[Bb]earer\s|[Ss]ecret|SECRET/;
+// A whole ISO 8601 date or timestamp (the most common digit-heavy string in API data) holds no personal data by itself.
+const ISO_DATETIME = /^\d{4}-\d\d-\d\d(?:[T ]\d\d:\d\d(?::\d\d(?:[.,]\d{1,9})?)?(?:Z|[+-]\d\d(?::?\d\d)?)?)?$/;
 
-/** What the pre-filter found: a bit per gate, so each string is tested once per gate at most. */
-const enum Gate {
-  At = 1,
-  Digits = 2,
-  Colon = 4,
-  Secret = 8,
-  Always = 16,
-}
+/** Pre-filter bits: each detector runs only when its gate bit is set. */
+const AT = 1;
+const DIGITS = 2;
+const PLUS = 4;
+const DOTS = 8;
+const COLON = 16;
+const SECRET = 32;
+const ALWAYS = 64;
 
-function gatesOf(text: string): number {
-  let g = Gate.Always;
-  if (text.indexOf('@') !== -1) g |= Gate.At;
-  if (text.indexOf(':') !== -1) g |= Gate.Colon;
-  if (DIGIT_GATE.test(text)) g |= Gate.Digits;
-  if (SECRET_GATE.test(text)) g |= Gate.Secret;
+/**
+ * The combined pre-filter: one pass over the characters counts what the
+ * detectors need (`@`, digits, `+`, dots, colons), then at most two anchored
+ * regex tests. Returns the gate bits; the digit count goes to `prefilterDigits`.
+ */
+let prefilterDigits = 0;
+function prefilter(text: string): number {
+  let digits = 0;
+  let dots = 0;
+  let colons = 0;
+  let at = false;
+  let plus = false;
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i);
+    if (c >= 48 && c <= 57) digits++;
+    else if (c === 46) dots++;
+    else if (c === 58) colons++;
+    else if (c === 64) at = true;
+    else if (c === 43) plus = true;
+  }
+  prefilterDigits = digits;
+  let g = ALWAYS;
+  if (at) g |= AT;
+  if (colons >= 2) g |= COLON;
+  if (digits >= 4) {
+    if (digits >= 8 && text.length <= 35 && ISO_DATETIME.test(text)) return g;
+    g |= DIGITS;
+    if (plus) g |= PLUS;
+    if (dots >= 3) g |= DOTS;
+  }
+  if (text.length >= MIN_SECRET_LENGTH && SECRET_GATE.test(text)) g |= SECRET;
   return g;
 }
 
-const GATE_BITS: Record<string, number> = { at: Gate.At, digits: Gate.Digits, colon: Gate.Colon, secret: Gate.Secret, always: Gate.Always };
+const GATE_BITS: Record<string, number> = { at: AT, digits: DIGITS, plus: PLUS, dots: DOTS, colon: COLON, secret: SECRET, always: ALWAYS };
 
 export function gateBit(d: PiiDetector): number {
-  return GATE_BITS[d.gate ?? 'always'] ?? Gate.Always;
+  return GATE_BITS[d.gate ?? 'always'] ?? ALWAYS;
 }
 
-/** A detector list prepared for scanning: gate bits computed once. */
+/** A detector list prepared for scanning: gate bits and digit minimums read once. */
 export interface DetectorSet {
   readonly detectors: readonly PiiDetector[];
   readonly bits: readonly number[];
-  /** Union of gates other than `always`: when none of them pass and no detector is `always`, the string is clean. */
+  readonly minDigits: readonly number[];
+  /** Whether a detector runs on every string (then no string may skip the detectors wholesale). */
   readonly anyAlways: boolean;
 }
 
 export function detectorSet(detectors: readonly PiiDetector[]): DetectorSet {
   const bits = detectors.map(gateBit);
-  return { detectors, bits, anyAlways: bits.some((b) => b === Gate.Always) };
+  return { detectors, bits, minDigits: detectors.map((d) => d.minDigits ?? 0), anyAlways: bits.some((b) => b === ALWAYS) };
 }
 
 /** All matches of the set in `text`, overlaps resolved (earliest start wins, then the longest, then detector order). */
 export function findMatches(text: string, set: DetectorSet, keyHint?: string): PiiMatch[] {
   if (text.length < MIN_CANDIDATE_LENGTH && !set.anyAlways) return [];
-  const gates = gatesOf(text);
-  if (gates === Gate.Always && !set.anyAlways) return [];
+  const gates = prefilter(text);
+  if (gates === ALWAYS && !set.anyAlways) return [];
+  const digits = prefilterDigits;
   const found: PiiMatch[] = [];
-  const { detectors, bits } = set;
+  const { detectors, bits, minDigits } = set;
   for (let i = 0; i < detectors.length; i++) {
-    if ((gates & bits[i]!) !== 0) detectors[i]!.find(text, found, keyHint);
+    if ((gates & bits[i]!) !== 0 && digits >= minDigits[i]!) detectors[i]!.find(text, found, keyHint);
   }
   return found.length > 1 ? resolveOverlaps(found) : found;
 }
