@@ -1,6 +1,7 @@
 // Source role grants (identity × source × role, spec §2): CRUD, active-grant lookup and the per-identity grant version.
 import { sql } from 'kysely';
 import type { SourceRole, SourceRoleGrant } from '../schema.js';
+import { roleRulesSchema, type Grant, type SourceRole as DecisionRole, type SourceRoleContext } from '../../governance/source-roles.js';
 import { defined, guard } from './util.js';
 import type { Db } from './util.js';
 
@@ -97,4 +98,40 @@ export async function deleteGrant(db: Db, id: number, identityId?: number): Prom
 export async function getGrantVersion(db: Db, identityId: number): Promise<number | undefined> {
   const row = await db.selectFrom('identities').select('grant_version').where('id', '=', identityId).executeTakeFirst();
   return row?.grant_version;
+}
+
+/** What sourceRoleDecision needs for one identity on one source, with the grant version it was read at (cache key). */
+export interface LoadedSourceRoleContext extends SourceRoleContext {
+  readonly identity_id: number;
+  readonly grant_version: number;
+}
+
+/**
+ * Loads the identity's grants on the source (enabled or not, expired or not: the decision skips and names
+ * them) and the roles they point at, in one snapshot. Stored rules that no longer validate count as no rules,
+ * so a damaged record can only deny. Returns null for an unknown identity.
+ */
+export async function loadSourceRoleContext(db: Db, identityId: number, sourceId: string, now: Date = new Date()): Promise<LoadedSourceRoleContext | null> {
+  return db.transaction().setIsolationLevel('repeatable read').setAccessMode('read only').execute(async (tx) => {
+    const identity = await tx.selectFrom('identities').select('grant_version').where('id', '=', identityId).executeTakeFirst();
+    if (!identity) return null;
+    const rows = await withRole(tx).where('g.identity_id', '=', identityId).where('g.source_id', '=', sourceId).orderBy('g.id').execute();
+    const roleIds = [...new Set(rows.map((r) => r.role_id))];
+    const roleRows = roleIds.length === 0 ? [] : await tx.selectFrom('source_roles').selectAll().where('id', 'in', roleIds).orderBy('id').execute();
+    const grants: Grant[] = rows.map((g) => ({
+      id: g.id,
+      identity_id: g.identity_id,
+      source_id: g.source_id,
+      role_id: g.role_id,
+      role_key: g.role_key,
+      enabled: g.enabled,
+      expires_at: g.expires_at,
+      granted_by: g.granted_by,
+    }));
+    const roles: DecisionRole[] = roleRows.map((r) => {
+      const parsed = roleRulesSchema.safeParse(r.rules);
+      return { id: r.id, source_id: r.source_id, role_key: r.role_key, description: r.description, enabled: r.enabled, rules: parsed.success ? parsed.data : { http: [], sql: [] } };
+    });
+    return { source_id: sourceId, identity_id: identityId, grant_version: Number(identity.grant_version), grants, roles, now };
+  });
 }

@@ -67,3 +67,21 @@ export async function getPolicySetVersion(db: Db): Promise<number> {
   const row = await db.selectFrom('policy_set_version').select('version').executeTakeFirstOrThrow();
   return row.version;
 }
+
+/**
+ * Takes the row lock on the version counter for the rest of the transaction, so policy writes of
+ * several replicas serialise and a reader of the counter sees the version that matches the rows.
+ */
+export async function lockPolicySetVersion(trx: Db): Promise<number> {
+  const row = await trx.selectFrom('policy_set_version').select('version').forUpdate().executeTakeFirstOrThrow();
+  return Number(row.version);
+}
+
+/**
+ * Sets the counter explicitly. The statement trigger advances it once per write statement; an import
+ * that writes many rows resets it to `start + 1` at the end so one import is one version step.
+ */
+export async function setPolicySetVersion(trx: Db, version: number): Promise<number> {
+  const row = await trx.updateTable('policy_set_version').set({ version, updated_at: sql`now()` }).returning('version').executeTakeFirstOrThrow();
+  return Number(row.version);
+}
