@@ -159,6 +159,7 @@ export async function buildServices(loaded: LoadedConfig, role: ServiceRole, log
       audit,
       auditor,
       adminAudit,
+      policies,
       onClose: (fn) => closers.push(fn),
       close: async () => {
         if (closed) return;
