@@ -55,7 +55,11 @@ async function withMigrationLock<T>(db: AnyDb, lockWaitMs: number, run: (trx: Tr
       await new Promise((resolve) => setTimeout(resolve, 250));
     }
     try {
-      return await conn.transaction().execute((trx) => run(trx as Transaction<unknown>));
+      return await conn.transaction().execute(async (trx) => {
+        // The pool's statement_timeout bounds requests, not schema changes on a large table.
+        await sql`set local statement_timeout = 0`.execute(trx);
+        return run(trx as Transaction<unknown>);
+      });
     } finally {
       // Releases ours and, should a failure path ever skip it, Kysely's: this pooled session
       // must not go back to the pool holding a lock that would block the next migration forever.
