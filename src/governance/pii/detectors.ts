@@ -273,7 +273,8 @@ export const FAST_DETECTORS: readonly PiiDetector[] = Object.freeze([
 
 // ---------------------------------------------------------------- deep free-text context
 
-const SEP = String.raw`\s*(?:is|:|=|#|-)?\s*`;
+// Whitespace is consumed once before the optional separator and once after it, never split two ways (no quadratic backtracking).
+const SEP = String.raw`\s*(?:(?:is|:|=|#|-)\s*)?`;
 const DATE = String.raw`(?:\d{4}-\d{1,2}-\d{1,2}|\d{1,2}[/.-]\d{1,2}[/.-]\d{2,4}|\d{1,2}\s+[A-Za-z]{3,9}\.?\s+\d{4}|[A-Za-z]{3,9}\.?\s+\d{1,2},?\s+\d{4})`;
 
 /**
