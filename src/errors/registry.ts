@@ -23,6 +23,7 @@ export const errorRegistry = {
   not_found: { http: 404, sqlstate: '42704', mcpToolError: true, message: 'Not found.' },
   unknown_source: { http: 404, sqlstate: '3D000', mcpToolError: true, message: 'Unknown data source.' },
   conflict: { http: 409, sqlstate: '23505', mcpToolError: true, message: 'The resource conflicts with an existing one.' },
+  invalid_reference: { http: 422, sqlstate: '23503', mcpToolError: true, message: 'The input refers to something that does not exist.' },
   not_actionable: { http: 409, sqlstate: '55000', mcpToolError: true, message: 'The resource is no longer in a state that allows this action.' },
   payload_too_large: { http: 413, sqlstate: '54000', mcpToolError: true, message: 'The request or response exceeds the configured size limit.' },
   validation_failed: { http: 422, sqlstate: '22023', mcpToolError: true, message: 'The input is invalid.' },
