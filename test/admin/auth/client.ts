@@ -1,6 +1,7 @@
 // Test helpers: an admin API client on global fetch with manual cookie handling, and audit capture.
 import type { AdminAuditEvent } from '../../../src/admin/audit-events.js';
-import type { TestService } from '../../support/service.js';
+import { Redis } from 'ioredis';
+import { TEST_REDIS_URL, type TestService } from '../../support/service.js';
 
 export const OWNER_PASSWORD = 'owner-password-for-tests-1';
 
@@ -13,7 +14,7 @@ export interface Answer {
 
 async function answer(res: Response): Promise<Answer> {
   const text = await res.text();
-  let json: unknown = null;
+  let json: unknown;
   try {
     json = JSON.parse(text);
   } catch {
@@ -92,4 +93,26 @@ export function captureAudit(svc: TestService): AdminAuditEvent[] {
     await original(event);
   };
   return events;
+}
+
+/** Stops a test service and removes the Redis keys under its prefix (sessions and throttle counters outlive the process otherwise). */
+export async function stopAndClean(svc: TestService): Promise<void> {
+  await svc.stop();
+  await dropRedisPrefix(svc.env.SERVICE_REDIS__KEY_PREFIX);
+}
+
+export async function dropRedisPrefix(prefix: string | undefined): Promise<void> {
+  if (!prefix || !prefix.startsWith('ghtest:')) return;
+  const redis = new Redis(TEST_REDIS_URL, { lazyConnect: true, maxRetriesPerRequest: 1 });
+  await redis.connect();
+  try {
+    let cursor = '0';
+    do {
+      const [next, keys] = await redis.scan(cursor, 'MATCH', `${prefix}*`, 'COUNT', 500);
+      if (keys.length > 0) await redis.del(...keys);
+      cursor = next;
+    } while (cursor !== '0');
+  } finally {
+    redis.disconnect();
+  }
 }

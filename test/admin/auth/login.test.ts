@@ -2,7 +2,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { AdminAuditEvent } from '../../../src/admin/audit-events.js';
 import { startTestService, type TestService } from '../../support/service.js';
-import { AdminClient, captureAudit, login, OWNER_PASSWORD } from './client.js';
+import { AdminClient, captureAudit, login, OWNER_PASSWORD, stopAndClean } from './client.js';
 
 describe('admin sign-in', () => {
   let svc: TestService;
@@ -18,7 +18,7 @@ describe('admin sign-in', () => {
     });
     audit = captureAudit(svc);
   });
-  afterAll(() => svc.stop());
+  afterAll(() => stopAndClean(svc));
 
   it('answers 401 with the form again for a wrong password or unknown user, 303 with the cookie on success', async () => {
     const page = await fetch(`${svc.adminUrl}/auth/login?next=/dashboard/x`);
