@@ -265,13 +265,16 @@ export function createPiiScanner(options: PiiScannerOptions = {}): PiiScanner {
         const dst: unknown[] = new Array(src.length);
         task.holder[task.holderKey] = dst;
         const holder = dst as unknown as Record<number, unknown>;
-        for (let i = 0; i < src.length; i++) visit(src[i], holder, i, task, stack, undefined, false);
+        for (let i = 0; i < src.length && nodes <= maxNodes; i++) visit(src[i], holder, i, task, stack, undefined, false);
         continue;
       }
       const dst: Record<string, unknown> = {};
       task.holder[task.holderKey] = dst;
       const obj = src as Record<string, unknown>;
       for (const key of Object.keys(obj)) {
+        if (nodes > maxNodes) break;
+        // JSON.parse makes `__proto__` an own key; an own data property keeps later writes from reaching the prototype setter.
+        if (key === '__proto__') Object.defineProperty(dst, key, { value: null, writable: true, enumerable: true, configurable: true });
         const child = obj[key];
         if (columns !== null && columns.matches(key)) {
           nodes++;

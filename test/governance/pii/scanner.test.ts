@@ -74,6 +74,28 @@ describe('scanJson fast mode', () => {
     );
   });
 
+  it('keeps a parsed __proto__ key as data and redacts inside it, without touching prototypes', () => {
+    const input = JSON.parse('{"__proto__": {"contact": "a@example.com"}, "x": 1}') as object;
+    const r = scanner.scanJson(input, { mode: 'fast' });
+    expect(JSON.stringify(r.value)).toBe('{"__proto__":{"contact":"[REDACTED:email]"},"x":1}');
+    expect(Object.getPrototypeOf(r.value)).toBe(Object.prototype);
+    expect(({} as Record<string, unknown>).contact).toBeUndefined();
+  });
+
+  it('stops copying as soon as maxNodes is passed', () => {
+    const scanner = createPiiScanner({ maxNodes: 1_000 });
+    let reads = 0;
+    const big = new Proxy(Array.from({ length: 1_000_000 }, (_, i) => i), {
+      get(target, prop, receiver) {
+        if (typeof prop === 'string' && /^\d+$/.test(prop)) reads++;
+        return Reflect.get(target, prop, receiver) as unknown;
+      },
+    });
+    const r = scanner.scanJson(big, { mode: 'fast' });
+    expect(r.value).toBe('[REDACTED:scan_failed]');
+    expect(reads).toBeLessThanOrEqual(1_001);
+  });
+
   it('redacts card numbers stored as JSON numbers, not other numbers', () => {
     const r = scanner.scanJson({ pan: 4111111111111111, order: 1234567890123, ts: 1700000000000, price: 12.5 }, { mode: 'fast' });
     expect(r.value).toEqual({ pan: '[REDACTED:card]', order: 1234567890123, ts: 1700000000000, price: 12.5 });
