@@ -87,7 +87,14 @@ export function registerAuthRoutes(deps: AuthRouteDeps): void {
       const verdict = await throttle.check(body.username, address);
       if (verdict.throttled) {
         await adminAudit.record(auditOf(req, { action: 'auth.login_throttled', outcome: 'denied', status: 429, details: { username: body.username, scope: verdict.scope } }));
-        throw new GatehouseError('rate_limited', 'Too many failed sign-in attempts; try again later.', { retryAfterSeconds: verdict.retryAfterSeconds });
+        const message = 'Too many failed sign-in attempts; try again later.';
+        if (wantsJson(req)) throw new GatehouseError('rate_limited', message, { retryAfterSeconds: verdict.retryAfterSeconds });
+        return reply
+          .code(429)
+          .header('retry-after', String(verdict.retryAfterSeconds))
+          .type(HTML)
+          .header('cache-control', 'no-store')
+          .send(loginPage({ username: body.username, next: safeNext(body.next, ''), error: `${message} (in ${verdict.retryAfterSeconds} s)` }));
       }
       const admin = await getAdminUserByUsername(db, body.username);
       const passwordOk = await verifyPassword(admin?.password_hash, body.password);
