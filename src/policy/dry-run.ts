@@ -1,0 +1,184 @@
+// The policy dry-run (POST /api/policies/dry-run): the source-role decision and the policy evaluation for one described request, changing nothing.
+import { z } from 'zod';
+import { evaluate, HTTP_METHODS, OPERATIONS } from '../governance/policy/index.js';
+import type { CompiledPolicySet, Decision, Operation } from '../governance/policy/index.js';
+import { roleRulesSchema, sourceRoleDecision } from '../governance/source-roles.js';
+import type { Grant, SourceRole, SourceRoleDecision, SourceRoleRequest } from '../governance/source-roles.js';
+import type { SqlClassification } from '../governance/sql/types.js';
+import { GatehouseError } from '../errors/registry.js';
+import { validationError } from '../admin/api/validation.js';
+import { getDataSourceBySourceId } from '../store/repos/data-sources.js';
+import { listGrantsForIdentity } from '../store/repos/grants.js';
+import { getIdentityById } from '../store/repos/identities.js';
+import { listSourceRoles } from '../store/repos/source-roles.js';
+import type { Db } from '../store/repos/util.js';
+import { splitList } from './compat.js';
+
+const MAX_SQL = 100_000;
+const name = z.string().min(1).max(512);
+
+export const dryRunSchema = z.strictObject({
+  identity_id: z.number().int().min(1).max(2_147_483_647),
+  source_id: z.string().min(1).max(255),
+  operation: z.enum(OPERATIONS).optional(),
+  method: z.string().transform((m) => m.toUpperCase()).pipe(z.enum(HTTP_METHODS)).optional(),
+  path: z.string().min(1).max(8192).refine((p) => p.startsWith('/'), 'must start with "/"').optional(),
+  sql: z.string().min(1).max(MAX_SQL).optional(),
+  tables: z.array(name).max(256).optional(),
+  columns: z.array(name).max(1024).optional(),
+  classification_tags: z.array(z.string().min(1).max(128)).max(256).optional(),
+});
+export type DryRunRequest = z.output<typeof dryRunSchema>;
+
+/** The spec §2 dry-run form: every field a string; lists comma-separated; operation defaults to "read". */
+export const dryRunFormSchema = z.object({
+  classification_tags: z.string().max(32_768).optional(),
+  columns: z.string().max(65_536).optional(),
+  identity_id: z.string().max(32).optional(),
+  method: z.string().max(16).optional(),
+  operation: z.string().max(16).optional(),
+  path: z.string().max(8192).optional(),
+  source_id: z.string().max(255).optional(),
+  sql: z.string().max(MAX_SQL).optional(),
+  tables: z.string().max(65_536).optional(),
+  csrf_token: z.string().optional(),
+});
+
+/** Converts the form into the JSON request shape; empty strings are absent fields. The JSON schema then validates it. */
+export function dryRunFromForm(form: z.output<typeof dryRunFormSchema>): Record<string, unknown> {
+  const out: Record<string, unknown> = {};
+  const str = (v: string | undefined) => (v === undefined || v.trim() === '' ? undefined : v.trim());
+  const id = str(form.identity_id);
+  if (id !== undefined) out.identity_id = /^\d+$/.test(id) ? Number(id) : id;
+  for (const k of ['source_id', 'method', 'path'] as const) if (str(form[k]) !== undefined) out[k] = str(form[k]);
+  if (form.sql !== undefined && form.sql.trim() !== '') out.sql = form.sql;
+  const hasRequestShape = out.method !== undefined || out.sql !== undefined;
+  // The form's default operation ("read") applies only when neither a method nor SQL says what the request is.
+  if (!hasRequestShape) out.operation = str(form.operation) ?? 'read';
+  else if (str(form.operation) !== undefined) out.operation = str(form.operation);
+  for (const k of ['tables', 'columns', 'classification_tags'] as const) {
+    const list = splitList(form[k]);
+    if (list) out[k] = list;
+  }
+  return out;
+}
+
+export interface DryRunResult {
+  effect: Decision['effect'];
+  operation: Operation | null;
+  tables: string[];
+  columns: string[];
+  matched_policies: Decision['matched_policies'];
+  obligations: Decision['obligations'];
+  trace: Decision['trace'];
+  reasons: string[];
+  deciding_policy_id: number | null;
+  policy_version: number;
+  source_role: SourceRoleDecision;
+  sql?: { ok: boolean; operation?: Operation; multi_statement?: boolean; traps?: readonly string[]; error?: string };
+}
+
+export interface DryRunDeps {
+  db: Db;
+  policies: () => CompiledPolicySet;
+  /** The SQL classifier (libpg-query); unparseable SQL comes back as `ok: false`. */
+  classifySql: (sql: string) => Promise<SqlClassification>;
+  now?: () => Date;
+}
+
+/**
+ * Loads what the source-role decision needs for one identity and source: the identity's grants on the
+ * source and the source's roles, in the engine's shapes. A role whose stored rules do not validate
+ * counts as disabled (it can never allow). Local to the dry-run until a shared loader exists.
+ */
+export async function loadSourceRoleContext(db: Db, identityId: number, sourceId: string): Promise<{ grants: Grant[]; roles: SourceRole[] }> {
+  const [grantRows, roleRows] = await Promise.all([listGrantsForIdentity(db, identityId), listSourceRoles(db, sourceId)]);
+  const grants: Grant[] = grantRows
+    .filter((g) => g.source_id === sourceId)
+    .map((g) => ({ id: g.id, identity_id: g.identity_id, source_id: g.source_id, role_id: g.role_id, role_key: g.role_key, enabled: g.enabled, expires_at: g.expires_at === null ? null : new Date(g.expires_at), granted_by: g.granted_by }));
+  const roles: SourceRole[] = roleRows.map((r) => {
+    const rules = roleRulesSchema.safeParse(r.rules ?? {});
+    return { id: r.id, source_id: r.source_id, role_key: r.role_key, description: r.description, enabled: r.enabled && rules.success, rules: rules.success ? rules.data : { http: [], sql: [] } };
+  });
+  return { grants, roles };
+}
+
+function readOrWrite(method: string): Operation {
+  return method === 'GET' ? 'read' : 'write';
+}
+
+export async function dryRun(deps: DryRunDeps, req: DryRunRequest): Promise<DryRunResult> {
+  if (req.sql !== undefined && (req.method !== undefined || req.path !== undefined)) {
+    throw validationError([{ loc: ['body', 'sql'], msg: 'give either sql or method and path, not both', type: 'value_error' }]);
+  }
+  if ((req.method === undefined) !== (req.path === undefined)) {
+    const missing = req.method === undefined ? 'method' : 'path';
+    throw validationError([{ loc: ['body', missing], msg: 'method and path go together', type: 'missing' }]);
+  }
+  const identity = await getIdentityById(deps.db, req.identity_id);
+  if (!identity) throw new GatehouseError('not_found', 'Identity not found.');
+  if (!(await getDataSourceBySourceId(deps.db, req.source_id))) throw new GatehouseError('not_found', 'Data source not found.');
+  const set = deps.policies();
+
+  let operation: Operation | null = req.operation ?? null;
+  let tables = req.tables ?? [];
+  let columns = req.columns ?? [];
+  let roleRequest: SourceRoleRequest;
+  let sqlReport: DryRunResult['sql'];
+  if (req.sql !== undefined) {
+    const c = await deps.classifySql(req.sql);
+    if (!c.ok) {
+      // Unparseable SQL is denied, never guessed (issue 4 item 3); nothing else is evaluated.
+      const roleDecision: SourceRoleDecision = { allowed: false, reason: `SQL not understood: ${c.error.message}` };
+      return {
+        effect: 'deny', operation: null, tables, columns, matched_policies: [],
+        obligations: { rate_limits: [], strictest_rate_limit: null, redact_columns: [], pii_mode: null, cache: true },
+        trace: [{ kind: 'source_role', allowed: false, reason: roleDecision.reason }],
+        reasons: [`SQL not understood (${c.error.code}): ${c.error.message}`], deciding_policy_id: null, policy_version: Number(set.version),
+        source_role: roleDecision, sql: { ok: false, error: c.error.message },
+      };
+    }
+    operation = c.operation;
+    tables = [...new Set([...c.tables, ...tables])];
+    columns = [...new Set([...c.columns, ...columns])];
+    roleRequest = { kind: 'sql', operation, tables };
+    sqlReport = { ok: true, operation: c.operation, multi_statement: c.multiStatement, traps: c.traps };
+  } else if (req.method !== undefined && req.path !== undefined) {
+    operation = readOrWrite(req.method);
+    roleRequest = { kind: 'http', method: req.method, path: req.path };
+  } else {
+    operation ??= 'read';
+    roleRequest = { kind: 'sql', operation, tables };
+  }
+
+  const ctx = await loadSourceRoleContext(deps.db, identity.id, req.source_id);
+  const roleDecision = sourceRoleDecision({ source_id: req.source_id, identity_id: identity.id, grants: ctx.grants, roles: ctx.roles, now: deps.now?.() ?? new Date() }, roleRequest);
+  const decision = evaluate(set, {
+    identity: { id: identity.id, roles: identity.roles, team: identity.team },
+    source_id: req.source_id,
+    operation,
+    method: req.method,
+    path: req.path,
+    tables,
+    columns,
+    classification_tags: req.classification_tags,
+    roleDecision: { allowed: roleDecision.allowed, reason: roleDecision.reason },
+  });
+  const reasons = [...decision.reasons];
+  if (!identity.enabled) reasons.push('note: the identity is disabled; the gateway refuses its credentials before any decision');
+  const result: DryRunResult = {
+    effect: decision.effect,
+    operation,
+    tables,
+    columns,
+    matched_policies: decision.matched_policies,
+    obligations: decision.obligations,
+    trace: decision.trace,
+    reasons,
+    deciding_policy_id: decision.deciding_policy_id,
+    policy_version: Number(decision.policy_version),
+    source_role: roleDecision,
+  };
+  if (sqlReport) result.sql = sqlReport;
+  return result;
+}

@@ -1,0 +1,106 @@
+// Policy CRUD through the admin API: shapes, engine-schema 422 locations, name conflicts, audit, and the versioned compiled set.
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { AdminAuditEvent } from '../../src/admin/audit-events.js';
+import type { TestService } from '../support/service.js';
+import { startPolicyService, type PolicyApi } from './support.js';
+
+let svc: TestService;
+let api: PolicyApi;
+const audit: AdminAuditEvent[] = [];
+
+beforeAll(async () => {
+  ({ svc, api } = await startPolicyService());
+  const auditor = svc.running.services.adminAudit;
+  const original = auditor.record.bind(auditor);
+  auditor.record = async (event) => {
+    audit.push(event);
+    await original(event);
+  };
+}, 60_000);
+afterAll(async () => svc?.stop());
+
+const policies = () => svc.running.services.policies;
+
+describe('policy CRUD', () => {
+  it('creates with defaults, compiles the new version at once, and audits', async () => {
+    const before = policies().version()!;
+    const res = await api.send('POST', '/api/policies', { name: 'deny-hr', conditions: { tables: ['hr.*'] }, actions: { effect: 'deny' } });
+    expect(res.status).toBe(201);
+    expect(res.json).toMatchObject({ name: 'deny-hr', priority: 0, enabled: true, conditions: { tables: ['hr.*'] }, actions: { effect: 'deny' } });
+    expect(typeof res.json.id).toBe('number');
+    expect(typeof res.json.created_at).toBe('string');
+    expect(policies().version()).toBe(before + 1);
+    expect(policies().current().policies.map((p) => p.name)).toContain('deny-hr');
+    const event = audit.find((e) => e.action === 'policy.create' && e.target?.id === res.json.id);
+    expect(event?.changes?.before).toBeNull();
+    expect(event?.changes?.after).toMatchObject({ name: 'deny-hr' });
+  });
+
+  it('reads, lists in evaluation order, patches and deletes', async () => {
+    const a = (await api.send('POST', '/api/policies', { name: 'low', priority: 1, conditions: {}, actions: { rate_limit: '10/second' } })).json;
+    const b = (await api.send('POST', '/api/policies', { name: 'high', priority: 50, conditions: { source_ids: ['crm'] }, actions: {} })).json;
+    const list = await api.send('GET', '/api/policies');
+    const names = list.json.map((p: { name: string }) => p.name);
+    expect(names.indexOf('high')).toBeLessThan(names.indexOf('low'));
+    expect((await api.send('GET', `/api/policies/${a.id}`)).json.name).toBe('low');
+
+    const v = policies().version()!;
+    const patched = await api.send('PATCH', `/api/policies/${b.id}`, { enabled: false, name: null, priority: null });
+    expect(patched.status).toBe(200);
+    expect(patched.json).toMatchObject({ name: 'high', priority: 50, enabled: false });
+    expect(policies().version()).toBe(v + 1);
+    expect(policies().current().policies.some((p) => p.id === b.id)).toBe(false);
+    const upd = audit.find((e) => e.action === 'policy.update' && e.target?.id === b.id);
+    expect(upd?.changes).toMatchObject({ before: { enabled: true }, after: { enabled: false } });
+
+    expect((await api.send('DELETE', `/api/policies/${a.id}`)).status).toBe(204);
+    expect((await api.send('GET', `/api/policies/${a.id}`)).status).toBe(404);
+    expect((await api.send('DELETE', `/api/policies/${a.id}`)).status).toBe(404);
+    expect(audit.find((e) => e.action === 'policy.delete' && e.target?.id === a.id)?.changes?.after).toBeNull();
+  });
+
+  it.each([
+    [{ name: 'x', conditions: {}, actions: { rate_limit: 'lots' } }, ['body', 'actions', 'rate_limit']],
+    [{ name: 'x', conditions: {}, actions: { effect: 'maybe' } }, ['body', 'actions', 'effect']],
+    [{ name: 'x', conditions: { tables: [] }, actions: {} }, ['body', 'conditions', 'tables']],
+    [{ name: 'x', conditions: { source_id: 'crm' }, actions: {} }, ['body', 'conditions']],
+    [{ name: 'x', conditions: { paths: ['v1/x'] }, actions: {} }, ['body', 'conditions', 'paths', 0]],
+    [{ name: 'x', conditions: { operations: ['drop'] }, actions: {} }, ['body', 'conditions', 'operations', 0]],
+    [{ name: 'x', conditions: {}, actions: { pii_mode: 'loud' } }, ['body', 'actions', 'pii_mode']],
+    [{ name: 'x', conditions: {}, actions: {}, priority: 1.5 }, ['body', 'priority']],
+    [{ conditions: {}, actions: {} }, ['body', 'name']],
+    [{ name: 'x', actions: {} }, ['body', 'conditions']],
+    [{ name: 'x', conditions: [], actions: {} }, ['body', 'conditions']],
+    [{ name: 'x', conditions: {}, actions: {}, colour: 'red' }, ['body', 'colour']],
+  ])('422 with the exact location for %j', async (body, loc) => {
+    const v = policies().version();
+    const res = await api.send('POST', '/api/policies', body);
+    expect(res.status).toBe(422);
+    expect(res.json.detail.map((d: { loc: unknown }) => d.loc)).toContainEqual(loc);
+    expect(policies().version()).toBe(v);
+  });
+
+  it('422 on a patch that would make the policy invalid, and nothing changes', async () => {
+    const p = (await api.send('POST', '/api/policies', { name: 'patch-me', conditions: {}, actions: {} })).json;
+    const res = await api.send('PATCH', `/api/policies/${p.id}`, { actions: { rate_limit: '5/fortnight' } });
+    expect(res.status).toBe(422);
+    expect(res.json.detail[0].loc).toEqual(['body', 'actions', 'rate_limit']);
+    expect((await api.send('GET', `/api/policies/${p.id}`)).json.actions).toEqual({});
+    expect((await api.send('PATCH', '/api/policies/abc', {})).status).toBe(422);
+    expect((await api.send('PATCH', '/api/policies/999999', { priority: 3 })).status).toBe(404);
+  });
+
+  it('409 on a duplicate name, on create and on rename', async () => {
+    await api.send('POST', '/api/policies', { name: 'unique-one', conditions: {}, actions: {} });
+    const other = (await api.send('POST', '/api/policies', { name: 'unique-two', conditions: {}, actions: {} })).json;
+    const v = policies().version();
+    expect((await api.send('POST', '/api/policies', { name: 'unique-one', conditions: {}, actions: {} })).status).toBe(409);
+    expect((await api.send('PATCH', `/api/policies/${other.id}`, { name: 'unique-one' })).status).toBe(409);
+    expect(policies().version()).toBe(v);
+  });
+
+  it('refuses anonymous callers', async () => {
+    const res = await fetch(`${svc.adminUrl}/api/policies`);
+    expect(res.status).toBe(401);
+  });
+});
