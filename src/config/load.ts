@@ -286,7 +286,14 @@ function parseJson(text: string, what: string, check: (v: unknown) => boolean): 
 
 function describeIssue(issue: z.core.$ZodIssue, origins: Map<string, string>): string[] {
   const base = issue.path.map(String).join('.');
-  const origin = (p: string) => (origins.has(p) ? ` (from ${origins.get(p)})` : '');
+  // A problem inside a value (a list item, a key of a JSON object) came from the variable that set its nearest ancestor.
+  const origin = (p: string) => {
+    for (let cur = p; cur !== ''; cur = cur.includes('.') ? cur.slice(0, cur.lastIndexOf('.')) : '') {
+      const name = origins.get(cur);
+      if (name !== undefined) return ` (from ${name})`;
+    }
+    return '';
+  };
   if (issue.code === 'unrecognized_keys') {
     return issue.keys.map((k) => {
       const p = base === '' ? k : `${base}.${k}`;
