@@ -99,3 +99,21 @@ describe('bootstrap functions on the store', () => {
     expect(await ensureBootstrapOwner(m.store.db, 'ignored-now-password')).toBe('exists');
   });
 });
+
+describe('embedded development mode (PGlite and in-process coordination)', () => {
+  it('bootstraps the owner and keeps sessions and CSRF working', async () => {
+    const svc = await startTestService({ embedded: true });
+    try {
+      const owner = await AdminClient.signIn(svc.adminUrl, 'admin', DEFAULT_INITIAL_PASSWORD);
+      const changed = await owner.request('POST', '/auth/change-password', {
+        json: { current_password: DEFAULT_INITIAL_PASSWORD, new_password: OWNER_PASSWORD, confirm_password: OWNER_PASSWORD },
+      });
+      expect(changed.status).toBe(200);
+      owner.csrf = changed.json.csrf_token;
+      expect((await owner.request('POST', '/api/admin-tokens', { json: { name: 'x' }, csrf: null })).status).toBe(403);
+      expect((await owner.request('POST', '/api/admin-tokens', { json: { name: 'x' } })).status).toBe(201);
+    } finally {
+      await svc.stop();
+    }
+  });
+});
