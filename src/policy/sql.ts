@@ -1,32 +1,22 @@
 // The dry-run's SQL understanding: the governance SQL classifier (libpg-query), initialised once per process on first use.
+import { initSqlParser, SqlClassifier } from '../governance/sql/index.js';
 import type { SqlClassification, SqlClassifierOptions } from '../governance/sql/types.js';
 
-interface ClassifierModule {
-  initSqlParser(): Promise<void>;
-  SqlClassifier: new (options?: SqlClassifierOptions) => { classify(sql: string): SqlClassification };
-}
-
-// Resolved at run time: the classifier module is built alongside this one (issue 4 item 3).
-const CLASSIFIER_MODULE = '../governance/sql/index.js';
-
 /**
- * A classify function for the dry-run. The parser is loaded on the first SQL dry-run, not at start-up;
- * if it cannot be loaded the SQL is reported as not understood, which the dry-run answers with deny.
+ * A classify function for the dry-run. The parser (WASM) is loaded on the first SQL dry-run rather than
+ * at start-up; if it cannot be loaded the SQL counts as not understood, which the dry-run answers with deny.
  */
 export function createSqlClassifier(options?: SqlClassifierOptions): (sql: string) => Promise<SqlClassification> {
-  let ready: Promise<{ classify(sql: string): SqlClassification }> | null = null;
-  const load = async () => {
-    const mod = (await import(CLASSIFIER_MODULE)) as ClassifierModule;
-    await mod.initSqlParser();
-    return new mod.SqlClassifier(options);
-  };
+  let ready: Promise<SqlClassifier> | null = null;
   return async (sql) => {
-    ready ??= load();
+    ready ??= initSqlParser().then(() => new SqlClassifier(options));
+    let classifier: SqlClassifier;
     try {
-      return (await ready).classify(sql);
+      classifier = await ready;
     } catch (err) {
       ready = null;
-      return { ok: false, error: { code: 'sql_parse_error', message: `the SQL classifier is unavailable (${(err as Error).name})` } };
+      return { ok: false, error: { code: 'sql_parse_error', message: `the SQL parser could not be loaded (${(err as Error).name})` } };
     }
+    return classifier.classify(sql);
   };
 }
