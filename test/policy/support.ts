@@ -28,7 +28,7 @@ export class PolicyApi {
     }
     const res = await fetch(this.baseUrl + path, { method, headers, body: payload, redirect: 'manual' });
     const text = await res.text();
-    let json: unknown = null;
+    let json: unknown;
     try {
       json = JSON.parse(text);
     } catch {
