@@ -1,0 +1,317 @@
+// Generates the key tables of docs/configuration.md from the configuration schema: `tsx scripts/config-doc.ts` rewrites them, `--check` exits 1 when the doc is stale.
+import { readFileSync, writeFileSync } from 'node:fs';
+import path from 'node:path';
+import { fileURLToPath, pathToFileURL } from 'node:url';
+import { z } from 'zod';
+import { configSchema } from '../src/config/schema.js';
+
+export const DOC_PATH = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', 'docs', 'configuration.md');
+export const BEGIN = '<!-- BEGIN GENERATED KEY REFERENCE (scripts/config-doc.ts) -->';
+export const END = '<!-- END GENERATED KEY REFERENCE -->';
+
+/** What each key means; the generator refuses a schema key without an entry here, and an entry without a key. */
+const MEANING: Record<string, string> = {
+  environment: 'Deployment environment. `production` turns on the production invariants.',
+  service_role: 'What this process runs when `gatehouse start` is given no `--role`: everything, one listener, the worker, or the migrations (then exits).',
+
+  'gateway.host': 'Address the gateway HTTP listener binds.',
+  'gateway.http_port': 'Gateway HTTP port (proxy, MCP, health). 0 binds any free port.',
+  'gateway.pg_enabled': 'Whether the PostgreSQL wire listener is started.',
+  'gateway.pg_host': 'Address the PostgreSQL wire listener binds; null uses `gateway.host`.',
+  'gateway.pg_port': 'PostgreSQL wire listener port. The development config moves it to 15432 because a real PostgreSQL usually holds 5432.',
+  'gateway.trust_proxy': 'Trust `X-Forwarded-*` headers from a fronting proxy when deriving the client address (gateway and admin listeners).',
+  'gateway.tls.cert_file': 'PEM certificate for HTTPS on the gateway listener; set together with `key_file`.',
+  'gateway.tls.key_file': 'PEM private key for HTTPS on the gateway listener; set together with `cert_file`.',
+  'gateway.pg_tls.cert_file': 'PEM certificate the PostgreSQL wire listener presents; set together with `key_file`.',
+  'gateway.pg_tls.key_file': 'PEM private key of the PostgreSQL wire listener; set together with `cert_file`.',
+  'gateway.pg_tls.require_client_tls': 'Refuse PostgreSQL clients that do not negotiate TLS. Needs `cert_file` and `key_file`.',
+  'gateway.pg_tls.trusted_tls_offload': 'Declares that a trusted component in front of the listener terminates TLS (satisfies the production TLS invariant without certificates here).',
+  'gateway.limits.request_body_bytes': 'Largest request body the HTTP proxy accepts (413 above).',
+  'gateway.limits.response_body_bytes': 'Largest upstream response body the HTTP proxy relays (413 above).',
+  'gateway.limits.header_bytes': 'Largest total request header size.',
+  'gateway.limits.max_connections': 'Concurrent client connections per listener.',
+  'gateway.limits.pg_startup_packet_bytes': 'Largest PostgreSQL startup packet accepted before authentication.',
+  'gateway.limits.pg_message_bytes': 'Largest single PostgreSQL protocol message.',
+  'gateway.limits.sql_bytes': 'Largest SQL text accepted for one statement batch.',
+  'gateway.limits.result_rows': 'Most rows relayed from one query result.',
+  'gateway.timeouts.upstream_connect_ms': 'Connect timeout towards upstream sources.',
+  'gateway.timeouts.upstream_request_ms': 'Whole-request timeout towards upstream sources.',
+  'gateway.timeouts.client_idle_ms': 'Idle client connections are closed after this long.',
+  'gateway.timeouts.shutdown_grace_ms': 'On SIGTERM/SIGINT, how long draining may take before the process exits anyway.',
+  'gateway.egress.allow_private_sources': 'source_ids allowed to reach private/loopback addresses. Set only here, never through the admin API.',
+  'gateway.circuit.failure_threshold': 'Consecutive upstream failures that open a source\'s circuit (503 while open).',
+  'gateway.circuit.half_open_after_ms': 'How long a circuit stays open before one trial request is let through.',
+  'gateway.mcp.legacy_tool_prefix': 'Prefix of tool names on the deprecated legacy MCP endpoints.',
+  'gateway.mcp.session_ttl_seconds': 'Lifetime of an MCP session.',
+
+  'admin.host': 'Address the admin listener (API, console, health) binds.',
+  'admin.port': 'Admin listener port. 0 binds any free port.',
+  'admin.signing_secret_ref': 'Secret reference to the key that signs admin sessions and CSRF tokens; changing it invalidates every session. At least 32 characters in production.',
+  'admin.bootstrap_password': 'Password of the first owner (`admin`): the value itself (e.g. from `SERVICE_ADMIN__BOOTSTRAP_PASSWORD`) or a secret reference. Masked when printed.',
+  'admin.session_ttl_seconds': 'Absolute lifetime of an admin session.',
+  'admin.session_idle_seconds': 'An admin session ends after this long without use; at most `session_ttl_seconds`.',
+  'admin.cookie.name': 'Name of the admin session cookie.',
+  'admin.cookie.secure': 'Send the session cookie over HTTPS only. Must be true in production.',
+  'admin.cookie.same_site': 'SameSite attribute of the session cookie.',
+  'admin.login_throttle.max_attempts_per_username': 'Failed sign-ins per username within the window before further attempts are refused.',
+  'admin.login_throttle.max_attempts_per_address': 'Failed sign-ins per client address within the window before further attempts are refused.',
+  'admin.login_throttle.window_seconds': 'Window of the sign-in throttle.',
+
+  'worker.id': 'Stable worker id; null derives one from the host name and process id.',
+  'worker.concurrency': 'Jobs one worker runs at the same time.',
+  'worker.heartbeat_interval_seconds': 'How often a worker records that it is alive.',
+  'worker.stale_after_seconds': 'A worker without a heartbeat for this long is reported stale.',
+  'worker.lease_seconds': 'How long a claimed job stays leased to a worker before another may take it over.',
+  'worker.sweep_interval_seconds': 'How often expired leases and stale workers are swept.',
+
+  'database.url': 'Control database URL (`postgres://…`). Null runs the embedded store in development; required in production. The password is masked when printed; TLS parameters in the URL are ignored in favour of `ssl_mode`.',
+  'database.pool_max': 'Connections in the control database pool.',
+  'database.connect_timeout_ms': 'Connect timeout to the control database.',
+  'database.statement_timeout_ms': 'Statement timeout of control database queries.',
+  'database.ssl_mode': 'TLS towards the control database, with libpq\'s meanings. Must be `verify-full` in production.',
+  'database.ssl_ca_file': 'CA bundle (PEM) that verifies the database server certificate. Required in production.',
+  'database.embedded_dir': 'Data directory of the embedded store (development, no `database.url`).',
+  'database.migrate_on_start': 'Apply pending migrations at start. Null means yes outside production; in production run `gatehouse migrate` (the `migration` role).',
+
+  'redis.url': 'Redis URL for coordination, shared counters and cache invalidation. Null uses the in-process adapter in development; required in production (except the `migration` role). The password is masked when printed.',
+  'redis.pool_max': 'Upper bound of Redis connections.',
+  'redis.key_prefix': 'Prefix of every Redis key Gatehouse writes (several deployments may share one Redis).',
+  'redis.connect_timeout_ms': 'Connect timeout to Redis.',
+  'redis.command_timeout_ms': 'Timeout of one Redis command.',
+
+  'auth.api_key_pepper_ref': 'Secret reference to the HMAC pepper of agent API keys; changing it invalidates HMAC-key authentication. At least 32 characters in production.',
+  'auth.key_session_ttl_seconds': 'How long a verified API key is remembered before it is verified again (0 disables).',
+  'auth.legacy_unpeppered_keys_allowed': 'Accept API keys stored as unpeppered hashes (migration aid). Must be false in production.',
+  'auth.custom_key.min_length': 'Shortest operator-supplied (custom) API key accepted.',
+  'auth.custom_key.min_entropy_bits': 'Least estimated entropy of a custom API key.',
+  'auth.oidc.enabled': 'Single sign-on through an OpenID Connect provider.',
+  'auth.oidc.issuer_url': 'OIDC issuer URL (discovery). Required when enabled; HTTPS in production.',
+  'auth.oidc.admin_client_id': 'Client id of the admin console at the provider. Required when enabled on admin roles.',
+  'auth.oidc.admin_client_secret_ref': 'Secret reference to the admin console\'s client secret. Required when enabled on admin roles.',
+  'auth.oidc.admin_redirect_uri': 'Redirect URI registered for the admin console. Required when enabled on admin roles; HTTPS in production.',
+  'auth.oidc.agent_audience': 'Audience agent tokens must carry; null disables OIDC authentication of agents.',
+  'auth.oidc.scopes': 'Scopes requested at sign-in; must include `openid`. From the environment: comma list or JSON array.',
+  'auth.oidc.flow_ttl_seconds': 'How long a started sign-in flow (state, nonce) stays valid.',
+  'auth.oidc.local_break_glass_enabled': 'Keep local password sign-in available while OIDC is enabled.',
+  'auth.oidc.admin_group_role_map': 'Provider group → admin roles (`owner`, `admin`, `approver`, `auditor`, `viewer`). From the environment: a JSON object.',
+  'auth.oidc.allow_insecure_endpoints': 'Allow plain-HTTP provider endpoints (local testing only). Must be false in production.',
+  'auth.oidc.clock_tolerance_seconds': 'Clock skew tolerated when checking token times.',
+
+  'cache.enabled': 'Response cache for read operations.',
+  'cache.l1_ttl_seconds': 'Lifetime of in-process (L1) cache entries.',
+  'cache.l1_max_entries': 'Most entries in the L1 cache.',
+  'cache.l1_max_bytes': 'Most bytes held by the L1 cache.',
+  'cache.l2_ttl_seconds': 'Lifetime of shared (Redis, L2) cache entries.',
+  'cache.strict_write_barriers': 'Consistency barrier: a mutation advances the source generation before it executes; when that is impossible the write fails with 503.',
+  'cache.generation_namespace': 'Key namespace of source generations.',
+  'cache.invalidation_channel': 'Pub/sub channel of cache invalidations.',
+  'cache.pubsub_reconnect_ms': 'Delay before the invalidation subscription reconnects.',
+
+  'pii.fast_enabled': 'Pattern-based personal-data scanner.',
+  'pii.deep_enabled': 'Deeper (slower) personal-data scanner.',
+  'pii.default_mode': 'Scanner used when a policy does not choose one; `deep` needs `deep_enabled`, `fast` needs a scanner enabled.',
+  'pii.free_text_fields': 'Key names or JSON-path globs whose whole string values are scanned as free text.',
+  'pii.max_depth': 'Deepest nesting the scanner descends into.',
+  'pii.max_nodes': 'Most values scanned in one payload.',
+  'pii.max_string_bytes': 'Longest single string scanned.',
+
+  'audit.durability_mode': '`strict`: a request completes only once its audit entry is durable; `buffered`: entries are written in batches. Must be `strict` in production.',
+  'audit.strictness': 'When the buffer and the spool are both full: refuse requests (`fail_closed`) or serve them and report the loss (`fail_open`).',
+  'audit.buffer_max_entries': 'Entries held in memory before spooling to disk.',
+  'audit.batch_size': 'Entries written to the database per batch.',
+  'audit.flush_interval_ms': 'Longest wait before a partial batch is written.',
+  'audit.retry.initial_backoff_ms': 'First retry delay after a failed audit write; at most `max_backoff_ms`.',
+  'audit.retry.max_backoff_ms': 'Longest retry delay.',
+  'audit.spool.dir': 'Directory of the durable spool used while the database is unavailable.',
+  'audit.spool.max_bytes': 'Most bytes the spool may hold.',
+  'audit.spool.segment_bytes': 'Size of one spool segment file; at most `spool.max_bytes`.',
+  'audit.partitions.months_ahead': 'Monthly audit partitions created in advance.',
+  'audit.partitions.retention_days': 'Audit partitions older than this are dropped.',
+
+  'ingestion.enabled': 'Workers run ingestion jobs.',
+  'ingestion.max_retries': 'Retries of a failed ingestion job.',
+  'ingestion.heartbeat_interval_seconds': 'How often a running job records progress.',
+  'ingestion.job_timeout_seconds': 'A job running longer than this is failed.',
+  'ingestion.poll_interval_ms': 'How often an idle worker looks for jobs.',
+
+  'notifications.enabled': 'Approval notifications to Slack. Needs a target (`slack_bot_token_ref` with `slack_channel`, or `slack_webhook_url_ref`).',
+  'notifications.slack_bot_token_ref': 'Secret reference to a Slack bot token; needs `slack_channel`.',
+  'notifications.slack_webhook_url_ref': 'Secret reference to a Slack incoming-webhook URL.',
+  'notifications.slack_channel': 'Channel the bot posts to.',
+  'notifications.admin_base_url': 'Public base URL of the admin console, for links in notifications.',
+  'notifications.approval_events': 'Approval events that notify: `pending`, `approved`, `rejected`, `expired`, `failed`. Must not be empty when enabled.',
+  'notifications.timeout_seconds': 'Timeout of one delivery attempt (fractions allowed).',
+  'notifications.max_attempts': 'Delivery attempts per notification.',
+  'notifications.allow_private_egress': 'Allow delivery to private/loopback addresses.',
+  'notifications.slack_webhook_url': 'Deprecated literal webhook URL (warns at start); prefer `slack_webhook_url_ref`. Masked when printed.',
+
+  'approvals.enabled': 'Policies may queue requests for human approval (202).',
+  'approvals.expiry_seconds': 'How long a pending approval can be acted on.',
+  'approvals.encryption_key_ref': 'Secret reference to the key that encrypts stored request bodies at rest.',
+  'approvals.max_request_bytes': 'Largest request body stored with an approval.',
+  'approvals.max_result_bytes': 'Largest result stored for the agent to fetch after approval.',
+
+  'catalog.enabled': 'Catalog scanning; false stops all scanning.',
+  'catalog.scan_on_save': 'Scan a source when it is saved.',
+  'catalog.refresh_interval_seconds': 'Scheduled refresh interval of each source\'s catalog.',
+  'catalog.max_nodes': 'Most catalog nodes per scan; hitting a cap records `truncated`.',
+  'catalog.max_schemas': 'Most schemas per scan.',
+  'catalog.max_tables': 'Most tables per scan.',
+  'catalog.max_columns_per_table': 'Most columns recorded per table.',
+
+  'semantic_cache.enabled': 'Reserved; serving is disabled in this release, so only false is accepted.',
+
+  'observability.otlp_endpoint': 'OTLP HTTP collector; when set, one span per HTTP request and metrics are exported; nothing when null. Userinfo passwords are masked when printed.',
+  'observability.service_name': 'Service name in logs, traces and metrics.',
+  'observability.public_stats_enabled': 'Expose aggregate statistics without authentication.',
+  'observability.readiness_details': 'Whether `/ready` includes each check\'s detail text, or only its state.',
+  'observability.log_level': 'Lowest level written to the JSON log on stdout.',
+};
+
+type JsonSchema = {
+  type?: string | string[];
+  anyOf?: JsonSchema[];
+  properties?: Record<string, JsonSchema>;
+  additionalProperties?: JsonSchema | boolean;
+  items?: JsonSchema;
+  enum?: unknown[];
+  const?: unknown;
+  default?: unknown;
+  minimum?: number;
+  maximum?: number;
+  minLength?: number;
+  maxLength?: number;
+  minItems?: number;
+  maxItems?: number;
+  pattern?: string;
+  format?: string;
+};
+
+interface Leaf {
+  path: string;
+  schema: JsonSchema;
+}
+
+function rootSchema(): JsonSchema {
+  return z.toJSONSchema(configSchema, { io: 'input' }) as JsonSchema;
+}
+
+const isSection = (s: JsonSchema) => s.type === 'object' && s.properties !== undefined;
+
+function leaves(node: JsonSchema, prefix = ''): Leaf[] {
+  return Object.entries(node.properties ?? {}).flatMap(([k, v]) => {
+    const p = prefix === '' ? k : `${prefix}.${k}`;
+    return isSection(v) ? leaves(v, p) : [{ path: p, schema: v }];
+  });
+}
+
+/** Every key path of the schema (leaves only), in schema order. */
+export function leafPaths(): string[] {
+  return leaves(rootSchema()).map((l) => l.path);
+}
+
+const code = (v: unknown) => `\`${typeof v === 'string' ? v : JSON.stringify(v)}\``;
+
+function nonNull(s: JsonSchema): { base: JsonSchema; nullable: boolean } {
+  if (Array.isArray(s.type)) {
+    const rest = s.type.filter((t) => t !== 'null');
+    return { base: { ...s, type: rest[0] }, nullable: rest.length < s.type.length };
+  }
+  if (s.anyOf) {
+    const rest = s.anyOf.filter((a) => a.type !== 'null');
+    return { base: rest[0] ?? {}, nullable: rest.length < s.anyOf.length };
+  }
+  return { base: s, nullable: false };
+}
+
+function typeOf(s: JsonSchema): string {
+  const { base, nullable } = nonNull(s);
+  let t: string;
+  if (base.type === 'array') t = `list of ${typeOf(base.items ?? {})}`;
+  else if (base.type === 'object') t = `map of string → ${typeOf(typeof base.additionalProperties === 'object' ? base.additionalProperties : {})}`;
+  else if (base.enum || base.const !== undefined) t = 'enum';
+  else t = typeof base.type === 'string' ? base.type : 'any';
+  return nullable ? `${t} or null` : t;
+}
+
+function bound(min: number | undefined, max: number | undefined, unit: string): string | null {
+  if (min !== undefined && max !== undefined) return `${min}–${max}${unit}`;
+  if (min !== undefined) return `≥ ${min}${unit}`;
+  if (max !== undefined) return `≤ ${max}${unit}`;
+  return null;
+}
+
+function rangeOf(s: JsonSchema): string {
+  const { base } = nonNull(s);
+  const parts: string[] = [];
+  if (base.enum) parts.push(base.enum.map(code).join(', '));
+  if (base.const !== undefined) parts.push(`only ${code(base.const)}`);
+  else if (base.type === 'boolean') parts.push('`true`, `false`');
+  const num = bound(base.minimum, base.maximum, '');
+  if (num) parts.push(num);
+  const len = bound(base.minLength, base.maxLength, ' chars');
+  if (len) parts.push(len);
+  if (base.pattern) parts.push(`matches ${code(base.pattern)}`);
+  if (base.format === 'uri') parts.push('URL');
+  if (base.type === 'array') {
+    const items = bound(base.minItems, base.maxItems, ' items');
+    if (items) parts.push(items);
+    const inner = base.items ? rangeOf(base.items) : '';
+    if (inner !== '') parts.push(`each: ${inner}`);
+  }
+  if (base.type === 'object' && typeof base.additionalProperties === 'object') {
+    const inner = rangeOf(base.additionalProperties);
+    if (inner !== '') parts.push(`each value: ${inner}`);
+  }
+  return parts.join('; ');
+}
+
+const cell = (s: string) => s.replaceAll('|', '\\|').replaceAll('\n', ' ');
+
+/** The generated Markdown: one table per top-level section. */
+export function renderKeyReference(): string {
+  const all = leaves(rootSchema());
+  const missing = all.filter((l) => MEANING[l.path] === undefined).map((l) => l.path);
+  const stale = Object.keys(MEANING).filter((k) => !all.some((l) => l.path === k));
+  if (missing.length > 0 || stale.length > 0) {
+    throw new Error(`config-doc: keys without a meaning: ${missing.join(', ') || 'none'}; meanings without a key: ${stale.join(', ') || 'none'}`);
+  }
+  const sections = new Map<string, Leaf[]>();
+  for (const l of all) {
+    const top = l.path.includes('.') ? l.path.slice(0, l.path.indexOf('.')) : '(top level)';
+    sections.set(top, [...(sections.get(top) ?? []), l]);
+  }
+  const out: string[] = [];
+  for (const [section, list] of sections) {
+    out.push(`### ${section === '(top level)' ? 'Top level' : `\`${section}\``}`, '');
+    out.push('| Key | Type | Default | Allowed | Meaning |', '|---|---|---|---|---|');
+    for (const l of list) {
+      const def = l.schema.default === undefined ? '—' : code(l.schema.default);
+      out.push(`| \`${l.path}\` | ${cell(typeOf(l.schema))} | ${cell(def)} | ${cell(rangeOf(l.schema) || 'any')} | ${cell(MEANING[l.path]!)} |`);
+    }
+    out.push('');
+  }
+  return out.join('\n');
+}
+
+/** The doc with its generated section replaced by the current rendering. */
+export function withFreshReference(doc: string): string {
+  const start = doc.indexOf(BEGIN);
+  const end = doc.indexOf(END);
+  if (start === -1 || end === -1 || end < start) throw new Error(`config-doc: ${DOC_PATH} lacks the generated-section markers`);
+  return `${doc.slice(0, start + BEGIN.length)}\n\n${renderKeyReference()}\n${doc.slice(end)}`;
+}
+
+if (process.argv[1] !== undefined && import.meta.url === pathToFileURL(process.argv[1]).href) {
+  const current = readFileSync(DOC_PATH, 'utf8');
+  const fresh = withFreshReference(current);
+  if (process.argv.includes('--check')) {
+    if (fresh !== current) {
+      process.stderr.write(`${DOC_PATH} is out of date: run node_modules/.bin/tsx scripts/config-doc.ts\n`);
+      process.exit(1);
+    }
+  } else if (fresh !== current) {
+    writeFileSync(DOC_PATH, fresh);
+    process.stdout.write(`updated ${DOC_PATH}\n`);
+  }
+}
