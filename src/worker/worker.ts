@@ -2,6 +2,7 @@
 import os from 'node:os';
 import { sql } from 'kysely';
 import type { Services } from '../runtime/services.js';
+import { whenMigrated } from '../runtime/when-migrated.js';
 
 export interface PeriodicTask {
   name: string;
@@ -28,6 +29,11 @@ export class Worker {
   }
 
   async start(): Promise<void> {
+    await whenMigrated(this.services, 'worker tasks', () => this.#schedule());
+  }
+
+  async #schedule(): Promise<void> {
+    if (this.#stopped) return;
     await this.heartbeat();
     for (const task of this.#tasks) {
       if (task.runAtStart) this.#runOnce(task);

@@ -8,6 +8,7 @@ import { registerAuthRoutes } from './routes.js';
 import { registerAdminUserRoutes } from './admins-api.js';
 import { AdminSessions } from './sessions.js';
 import { LoginThrottle } from './throttle.js';
+import { whenMigrated } from '../../runtime/when-migrated.js';
 
 export const adminAuthModule: AdminModule = async ({ app, api, services }) => {
   const { config, secrets, db, coord, log } = services;
@@ -15,12 +16,14 @@ export const adminAuthModule: AdminModule = async ({ app, api, services }) => {
   if (!app.hasContentTypeParser('application/x-www-form-urlencoded')) await app.register(formbody);
   if (!app.hasDecorator('parseCookie')) await app.register(cookiePlugin);
 
-  const outcome = await ensureBootstrapOwner(db, secrets.bootstrapPassword());
-  if (outcome === 'created_with_default_password') {
-    log.warn({ username: 'admin' }, 'bootstrap owner created with the built-in initial password; it must be changed at first sign-in (docs/admin-auth.md)');
-  } else if (outcome === 'created_with_configured_password') {
-    log.info({ username: 'admin' }, 'bootstrap owner created with admin.bootstrap_password');
-  }
+  await whenMigrated(services, 'bootstrap owner', async () => {
+    const outcome = await ensureBootstrapOwner(db, secrets.bootstrapPassword());
+    if (outcome === 'created_with_default_password') {
+      log.warn({ username: 'admin' }, 'bootstrap owner created with the built-in initial password; it must be changed at first sign-in (docs/admin-auth.md)');
+    } else if (outcome === 'created_with_configured_password') {
+      log.info({ username: 'admin' }, 'bootstrap owner created with admin.bootstrap_password');
+    }
+  });
 
   const sessions = new AdminSessions(coord, secrets.get('admin.signing_secret_ref'), {
     ttlSeconds: admin.session_ttl_seconds,
