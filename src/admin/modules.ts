@@ -3,6 +3,7 @@ import type { FastifyInstance } from 'fastify';
 import type { ApiRegistry } from './api/route.js';
 import type { Services } from '../runtime/services.js';
 import { adminAuthModule } from './auth/module.js';
+import { resourcesModule } from './api/resources.js';
 import { policyModule } from '../policy/routes.js';
 
 export interface AdminModuleContext {
@@ -14,4 +15,4 @@ export interface AdminModuleContext {
 export type AdminModule = (ctx: AdminModuleContext) => Promise<void> | void;
 
 /** Order matters: authentication first, so its hooks guard every route registered after it. */
-export const adminModules: AdminModule[] = [adminAuthModule, policyModule];
+export const adminModules: AdminModule[] = [adminAuthModule, resourcesModule(), policyModule];

@@ -1,0 +1,72 @@
+// Helpers shared by the identity, data-source and grant admin modules: store-error translation, the audit call, common field schemas.
+import type { FastifyRequest } from 'fastify';
+import { z } from 'zod';
+import { GatehouseError } from '../../errors/registry.js';
+import { ConflictError, InvalidReferenceError, StoreUnavailableError } from '../../store/errors.js';
+import type { AdminAuditEvent } from '../audit-events.js';
+import type { Services } from '../../runtime/services.js';
+import { validationError } from './validation.js';
+
+/** Translates repository errors at the API boundary: 409 for duplicates, 422 for a dangling reference, 503 for a lost store. */
+export async function storeCall<T>(run: () => Promise<T>): Promise<T> {
+  try {
+    return await run();
+  } catch (err) {
+    if (err instanceof ConflictError) throw new GatehouseError('conflict', `A ${err.resource} with this ${err.field} already exists.`);
+    if (err instanceof InvalidReferenceError) {
+      throw validationError([{ loc: ['body', err.field], msg: `${err.field} refers to a record that does not exist`, type: 'value_error.reference' }]);
+    }
+    if (err instanceof StoreUnavailableError) throw new GatehouseError('store_unavailable', undefined, { cause: err });
+    throw err;
+  }
+}
+
+export function notFound(what: string): GatehouseError {
+  return new GatehouseError('not_found', `${what} not found`);
+}
+
+/** Records an admin action; `changes` must already be masked by the caller (maskSourceConfig, publicIdentity). */
+export async function audit(
+  services: Services,
+  req: FastifyRequest,
+  action: string,
+  target: AdminAuditEvent['target'],
+  changes?: AdminAuditEvent['changes'],
+  status = 200,
+  details?: Record<string, unknown>,
+): Promise<void> {
+  await services.adminAudit.record({
+    request_id: String(req.id),
+    admin_user_id: req.admin?.id ?? null,
+    action,
+    target,
+    changes,
+    outcome: 'success',
+    status,
+    client_ip: req.ip ?? null,
+    ...(details ? { details } : {}),
+  });
+}
+
+export const METADATA_MAX_BYTES = 16 * 1024;
+
+/** Free-form JSON object (spec `obj`), bounded so one record cannot bloat every read of it. */
+export const metadataSchema = z
+  .record(z.string().max(256), z.unknown())
+  .refine((m) => Buffer.byteLength(JSON.stringify(m), 'utf8') <= METADATA_MAX_BYTES, `must serialize to at most ${METADATA_MAX_BYTES} bytes of JSON`);
+
+/** ISO 8601 date-time with an offset (or Z). */
+export const timestampSchema = z.iso.datetime({ offset: true, error: 'must be an ISO 8601 date-time with a time zone' });
+
+export function iso(d: Date | null | undefined): string | null {
+  return d ? d.toISOString() : null;
+}
+
+/** Source ids as they appear in paths and bodies. */
+export const SOURCE_ID_PATTERN = /^[a-z0-9][a-z0-9_-]{0,62}$/;
+export const sourceIdSchema = z.string().regex(SOURCE_ID_PATTERN, 'must be 1-63 lowercase letters, digits, "_" or "-", starting with a letter or digit');
+
+/** A present value: neither undefined nor null (for the spec's "optional and nullable" update fields). */
+export function given<T>(value: T | null | undefined): value is T {
+  return value !== undefined && value !== null;
+}

@@ -1,0 +1,97 @@
+// Test fixture for the identity, data-source and grant API suites: a service, an owner's admin API token, and a client that keeps every response body for the secret scan.
+import { Redis } from 'ioredis';
+import { expect } from 'vitest';
+import { startTestService, TEST_REDIS_URL, type TestService } from '../support/service.js';
+
+export const OWNER_PASSWORD = 'resources-owner-password-0001';
+
+export interface Res {
+  status: number;
+  text: string;
+  json: any; // eslint-disable-line @typescript-eslint/no-explicit-any
+}
+
+export interface ResourceFixture {
+  svc: TestService;
+  api(method: string, path: string, json?: unknown, rawBody?: string): Promise<Res>;
+  /** Every response body seen by this fixture, for the "no secret in any response" scan. */
+  bodies: string[];
+  stop(): Promise<void>;
+}
+
+async function read(res: Response): Promise<Res> {
+  const text = await res.text();
+  let json: unknown;
+  try {
+    json = JSON.parse(text);
+  } catch {
+    json = null;
+  }
+  return { status: res.status, text, json };
+}
+
+export async function startResourceFixture(env: Record<string, string> = {}): Promise<ResourceFixture> {
+  const svc = await startTestService({ env: { SERVICE_ADMIN__BOOTSTRAP_PASSWORD: OWNER_PASSWORD, ...env } });
+  const bodies: string[] = [];
+  const base = svc.adminUrl;
+  const login = await fetch(`${base}/auth/login`, { method: 'POST', body: new URLSearchParams({ username: 'admin', password: OWNER_PASSWORD }), redirect: 'manual' });
+  const cookie = login.headers.getSetCookie().map((l) => l.split(';')[0]!).find((p) => p.startsWith('gatehouse_session='));
+  if (login.status !== 303 || !cookie) throw new Error(`owner sign-in failed: ${login.status}`);
+  const session = await read(await fetch(`${base}/api/session`, { headers: { cookie } }));
+  const created = await read(
+    await fetch(`${base}/api/admin-tokens`, {
+      method: 'POST',
+      headers: { cookie, 'x-csrf-token': session.json.csrf_token as string, 'content-type': 'application/json' },
+      body: JSON.stringify({ name: 'resources-suite' }),
+    }),
+  );
+  if (created.status !== 201) throw new Error(`admin token creation failed: ${created.status} ${created.text}`);
+  const token = created.json.token as string;
+  return {
+    svc,
+    bodies,
+    async api(method, path, json, rawBody) {
+      const headers: Record<string, string> = { authorization: `Bearer ${token}` };
+      if (json !== undefined || rawBody !== undefined) headers['content-type'] = 'application/json';
+      const res = await read(await fetch(base + path, { method, headers, body: rawBody ?? (json === undefined ? null : JSON.stringify(json)), redirect: 'manual' }));
+      bodies.push(res.text);
+      return res;
+    },
+    async stop() {
+      const prefix = svc.env.SERVICE_REDIS__KEY_PREFIX;
+      await svc.stop();
+      await dropRedisPrefix(prefix);
+    },
+  };
+}
+
+async function dropRedisPrefix(prefix: string | undefined): Promise<void> {
+  if (!prefix || !prefix.startsWith('ghtest:')) return;
+  const redis = new Redis(TEST_REDIS_URL, { lazyConnect: true, maxRetriesPerRequest: 1 });
+  await redis.connect();
+  try {
+    let cursor = '0';
+    do {
+      const [next, keys] = await redis.scan(cursor, 'MATCH', `${prefix}*`, 'COUNT', 500);
+      if (keys.length > 0) await redis.del(...keys);
+      cursor = next;
+    } while (cursor !== '0');
+  } finally {
+    redis.disconnect();
+  }
+}
+
+/** Asserts a 422 whose detail holds an item at exactly `loc`. */
+export function expect422(res: Res, loc: Array<string | number>): void {
+  expect(res.status, res.text).toBe(422);
+  const locs = (res.json.detail as Array<{ loc: unknown[] }>).map((d) => JSON.stringify(d.loc));
+  expect(locs, res.text).toContain(JSON.stringify(loc));
+}
+
+/** No collected body contains any of the secrets (checked whole and as a long-enough fragment). */
+export function expectNoSecrets(bodies: readonly string[], secrets: readonly string[]): void {
+  expect(bodies.length).toBeGreaterThan(10);
+  for (const secret of secrets) {
+    for (const body of bodies) expect(body.includes(secret), `a response body contains a test secret (${secret.slice(0, 4)}…)`).toBe(false);
+  }
+}
