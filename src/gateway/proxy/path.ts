@@ -1,0 +1,255 @@
+// Proxy target resolution: turns the raw request target of /proxy/{source_id}/{path} into the upstream URL beneath the source's base URL, refusing every traversal and smuggling form (spec §4 "HTTP proxy" rules 2 and 3).
+//
+// Works on the RAW request target (`request.raw.url`), never on a framework-decoded path:
+// decoding first is what lets `%2e%2e` or `%2f` slip past a check. Order of checks:
+//   1. bounds and request-target form (origin-form only; absolute-form, authority-form, `*` refused)
+//   2. the `/proxy/<sourceId>` prefix must match byte for byte
+//   3. every raw character of the remainder must be an RFC 3986 pchar or `/` (no raw controls,
+//      spaces, backslashes, non-ASCII, `#`), every `%` must start a well-formed escape
+//   4. per segment: decode (strict UTF-8, so overlong forms like `%c0%ae` fail), then refuse
+//      encoded `/` and `\`, controls, dot segments, double encoding, matrix params, confusables
+//   5. build the URL with WHATWG URL and check containment (origin equal, path beneath the base
+//      path on a segment boundary) — defence in depth, it cannot fail if 1–4 hold
+// The reasons are stable identifiers for logs and audit; clients only ever see `invalid_path`.
+
+/** Longest accepted path part of the request target (prefix + remainder), in bytes/characters. */
+export const MAX_PATH_LENGTH = 8 * 1024;
+/** Longest accepted query string (without the `?`). */
+export const MAX_QUERY_LENGTH = 8 * 1024;
+/** Most segments accepted in the remainder. */
+export const MAX_SEGMENTS = 128;
+/** Route prefix the gateway mounts the proxy under (spec §4 Gateway table). */
+export const PROXY_PREFIX = '/proxy/';
+
+export const PATH_REJECT_REASONS = [
+  'too_long', // path part longer than MAX_PATH_LENGTH
+  'query_too_long', // query longer than MAX_QUERY_LENGTH
+  'too_many_segments', // more than MAX_SEGMENTS segments
+  'not_origin_form', // absolute-form (`http://evil/`), authority-form, `*`, or anything not starting with `/`
+  'source_mismatch', // the raw target does not start with `/proxy/<sourceId>` exactly
+  'control_character', // raw or percent-encoded C0/C1 control, DEL or NUL
+  'backslash', // raw `\` or encoded `%5c`
+  'encoded_slash', // `%2f` inside a segment
+  'invalid_character', // a raw character outside RFC 3986 pchar (space, `"`, `<`, `|`, non-ASCII, …)
+  'fragment', // a raw `#` (clients never send fragments; URL parsers would cut there)
+  'invalid_percent_encoding', // `%zz`, truncated `%2`
+  'double_encoding', // `%25` followed by two hex digits (`%252e`, `%252f`)
+  'invalid_utf8', // decoded bytes are not strict UTF-8 (overlong `%c0%ae`, `%e0%80%ae`, lone surrogates)
+  'dot_segment', // `.`/`..` in any spelling, or a segment of only dots/trailing dots and spaces
+  'empty_segment', // `//` anywhere (authority injection `//host`, ambiguous empty segments)
+  'scheme_injection', // first segment looks like a scheme (`http:`, `javascript:`)
+  'authority_injection', // `@` in the first segment (userinfo tricks)
+  'matrix_parameter', // `;` raw or `%3b` (path parameters: `/admin;x/` bypasses path rules on Tomcat-like servers)
+  'unicode_confusable', // a segment whose NFKC form holds `/`, `\` or is a dot segment (`％２ｅ`, `．．`, `∕`)
+  'invalid_query', // raw control, space, `#` or non-ASCII in the query
+  'base_url_invalid', // the configured base URL is not an absolute http(s) URL without userinfo, query or fragment
+  'containment', // the built URL escaped the base URL's origin or path (should be unreachable)
+] as const;
+
+export type PathRejectReason = (typeof PATH_REJECT_REASONS)[number];
+
+export interface ResolveProxyTargetInput {
+  /** The request target exactly as received, e.g. `/proxy/src1/v1/items?x=1`. */
+  rawUrl: string;
+  /** The source id the route matched; must appear verbatim after the prefix. */
+  sourceId: string;
+  /** The source's configured base URL, e.g. `https://api.example.com/base/`. */
+  baseUrl: string;
+  /** Route prefix; defaults to `/proxy/`. */
+  prefix?: string;
+}
+
+export type ResolveProxyTargetResult =
+  | {
+      ok: true;
+      /** Absolute upstream URL: base URL + remainder, beneath the base path. */
+      url: URL;
+      /** The remainder, fully percent-decoded, for role/policy matching; always starts with `/`. */
+      path: string;
+      /** The raw query string without `?` ('' when absent), preserved as received. */
+      query: string;
+    }
+  | { ok: false; code: 'invalid_path'; reason: PathRejectReason };
+
+const reject = (reason: PathRejectReason): ResolveProxyTargetResult => ({ ok: false, code: 'invalid_path', reason });
+
+// RFC 3986 pchar minus `%` (checked separately) and `;` (matrix params refused on purpose), plus `/`.
+const PATH_CHAR = /^[A-Za-z0-9\-._~!$&'()*+,=:@/%]$/;
+const HEX = /^[0-9A-Fa-f]{2}$/;
+const SCHEME_LIKE = /^[A-Za-z][A-Za-z0-9+.-]*:/;
+const utf8 = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true });
+
+/** Resolves a raw proxy request target against a source's base URL. Pure; never throws. */
+export function resolveProxyTarget(input: ResolveProxyTargetInput): ResolveProxyTargetResult {
+  const { rawUrl, sourceId } = input;
+  const prefix = input.prefix ?? PROXY_PREFIX;
+
+  const base = parseBaseUrl(input.baseUrl);
+  if (base === null) return reject('base_url_invalid');
+
+  if (!rawUrl.startsWith('/') || rawUrl.startsWith('//')) return reject('not_origin_form');
+
+  const q = rawUrl.indexOf('?');
+  const pathPart = q === -1 ? rawUrl : rawUrl.slice(0, q);
+  const query = q === -1 ? '' : rawUrl.slice(q + 1);
+  if (pathPart.length > MAX_PATH_LENGTH) return reject('too_long');
+  if (query.length > MAX_QUERY_LENGTH) return reject('query_too_long');
+
+  const head = prefix + sourceId;
+  if (sourceId === '' || !pathPart.startsWith(head)) return reject('source_mismatch');
+  const remainder = pathPart.slice(head.length);
+  if (remainder !== '' && remainder[0] !== '/') return reject('source_mismatch');
+
+  const checked = checkRemainder(remainder);
+  if (typeof checked === 'string') return reject(checked);
+
+  const queryProblem = checkQuery(query);
+  if (queryProblem !== null) return reject(queryProblem);
+
+  // Empty remainder means the base URL itself, exactly as configured (with or without its trailing slash).
+  const upstreamPath = remainder === '' ? base.pathname : base.pathTrimmed + checked.canonical;
+  let url: URL;
+  try {
+    url = new URL(upstreamPath, base.url.origin);
+  } catch {
+    return reject('containment');
+  }
+  if (query !== '') url.search = query;
+
+  // Defence in depth: whatever the checks above missed, the result must stay beneath the base.
+  if (url.origin !== base.url.origin || url.username !== '' || url.password !== '' || url.hash !== '') return reject('containment');
+  if (url.pathname !== base.pathname && url.pathname !== base.pathTrimmed + '/' && !url.pathname.startsWith(base.pathTrimmed + '/')) {
+    return reject('containment');
+  }
+
+  return { ok: true, url, path: checked.decoded, query };
+}
+
+interface ParsedBase {
+  url: URL;
+  /** The base pathname as configured (`/base/` or `/base`; `/` for a root base). */
+  pathname: string;
+  /** The base pathname without its trailing slash (`/base`; '' for a root base). */
+  pathTrimmed: string;
+}
+
+function parseBaseUrl(raw: string): ParsedBase | null {
+  let url: URL;
+  try {
+    url = new URL(raw);
+  } catch {
+    return null;
+  }
+  if (url.protocol !== 'http:' && url.protocol !== 'https:') return null;
+  if (url.username !== '' || url.password !== '' || url.search !== '' || url.hash !== '') return null;
+  const pathname = url.pathname;
+  return { url, pathname, pathTrimmed: pathname.endsWith('/') ? pathname.slice(0, -1) : pathname };
+}
+
+/** Validates the remainder; returns its canonical raw form (for the URL) and decoded form (for matching), or a reason. */
+function checkRemainder(remainder: string): { canonical: string; decoded: string } | PathRejectReason {
+  if (remainder === '' || remainder === '/') return { canonical: remainder === '' ? '' : '/', decoded: '/' };
+
+  // Raw characters first: the cheapest and most important filter.
+  for (let i = 0; i < remainder.length; i++) {
+    const ch = remainder[i]!;
+    const cp = ch.charCodeAt(0);
+    if (cp < 0x20 || cp === 0x7f || (cp >= 0x80 && cp <= 0x9f)) return 'control_character';
+    if (ch === '\\') return 'backslash';
+    if (ch === '#') return 'fragment';
+    if (ch === ';') return 'matrix_parameter';
+    if (!PATH_CHAR.test(ch)) return 'invalid_character';
+    if (ch === '%') {
+      const hex = remainder.slice(i + 1, i + 3);
+      if (!HEX.test(hex)) return 'invalid_percent_encoding';
+      if (hex === '25' && HEX.test(remainder.slice(i + 3, i + 5))) return 'double_encoding';
+    }
+  }
+
+  const segments = remainder.slice(1).split('/');
+  if (segments.length > MAX_SEGMENTS) return 'too_many_segments';
+  const canonical: string[] = [];
+  const decoded: string[] = [];
+  for (let s = 0; s < segments.length; s++) {
+    const seg = segments[s]!;
+    const last = s === segments.length - 1;
+    if (seg === '') {
+      if (last) {
+        // A trailing slash is meaningful to many APIs and harmless.
+        canonical.push('');
+        decoded.push('');
+        continue;
+      }
+      return 'empty_segment';
+    }
+    const result = checkSegment(seg, s === 0);
+    if (typeof result === 'string') return result;
+    canonical.push(result.canonical);
+    decoded.push(result.decoded);
+  }
+  return { canonical: '/' + canonical.join('/'), decoded: '/' + decoded.join('/') };
+}
+
+function checkSegment(seg: string, first: boolean): { canonical: string; decoded: string } | PathRejectReason {
+  const bytes: number[] = [];
+  let canonical = '';
+  for (let i = 0; i < seg.length; i++) {
+    const ch = seg[i]!;
+    if (ch !== '%') {
+      bytes.push(ch.charCodeAt(0));
+      canonical += ch;
+      continue;
+    }
+    const byte = Number.parseInt(seg.slice(i + 1, i + 3), 16);
+    i += 2;
+    if (byte === 0x2f) return 'encoded_slash';
+    if (byte === 0x5c) return 'backslash';
+    if (byte === 0x3b) return 'matrix_parameter';
+    if (byte < 0x20 || byte === 0x7f) return 'control_character';
+    bytes.push(byte);
+    // RFC 3986 §6.2.2: decode unreserved characters, upper-case the hex of the rest.
+    canonical += isUnreserved(byte) ? String.fromCharCode(byte) : '%' + byte.toString(16).toUpperCase().padStart(2, '0');
+  }
+
+  let decoded: string;
+  try {
+    decoded = utf8.decode(Uint8Array.from(bytes));
+  } catch {
+    return 'invalid_utf8';
+  }
+  for (const c of decoded) {
+    const cp = c.codePointAt(0)!;
+    if ((cp >= 0x80 && cp <= 0x9f) || cp === 0x2028 || cp === 0x2029) return 'control_character';
+  }
+
+  if (isDotLike(decoded)) return 'dot_segment';
+  // Upstreams that apply compatibility normalization (IIS best-fit, NFKC in Python frameworks) would turn these into separators or dots.
+  const nfkc = decoded.normalize('NFKC');
+  if (nfkc !== decoded && (nfkc.includes('/') || nfkc.includes('\\') || isDotLike(nfkc) || nfkc.includes('%'))) return 'unicode_confusable';
+
+  if (first) {
+    if (SCHEME_LIKE.test(decoded)) return 'scheme_injection';
+    if (decoded.includes('@')) return 'authority_injection';
+  }
+  return { canonical, decoded };
+}
+
+/** `.`, `..`, `...`, and forms Windows-style servers trim into those (`.. `, `..%20.`). */
+function isDotLike(segment: string): boolean {
+  return /^[.\s]*$/u.test(segment);
+}
+
+function isUnreserved(byte: number): boolean {
+  return (
+    (byte >= 0x41 && byte <= 0x5a) || (byte >= 0x61 && byte <= 0x7a) || (byte >= 0x30 && byte <= 0x39) || byte === 0x2d || byte === 0x2e || byte === 0x5f || byte === 0x7e
+  );
+}
+
+function checkQuery(query: string): PathRejectReason | null {
+  for (let i = 0; i < query.length; i++) {
+    const cp = query.charCodeAt(i);
+    // Raw controls split or smuggle requests; `#` would be cut by any URL parser; raw non-ASCII must be encoded.
+    if (cp <= 0x20 || cp === 0x7f || cp >= 0x80 || cp === 0x23) return 'invalid_query';
+  }
+  return null;
+}
