@@ -88,7 +88,6 @@ const FIXED: Readonly<Record<string, Fixed>> = {
   CreateStmt: ['create_table', 'ddl'],
   CreateForeignTableStmt: ['create_foreign_table', 'ddl'],
   ImportForeignSchemaStmt: ['import_foreign_schema', 'ddl'],
-  AlterTableStmt: ['alter_table', 'ddl'],
   IndexStmt: ['create_index', 'ddl'],
   ViewStmt: ['create_view', 'ddl'],
   RefreshMatViewStmt: ['refresh_materialized_view', 'ddl'],
@@ -129,6 +128,9 @@ const SYSTEM_OBJECTS = new Set([
   'OBJECT_SUBSCRIPTION', 'OBJECT_ACCESS_METHOD', 'OBJECT_LANGUAGE', 'OBJECT_DATABASE', 'OBJECT_TABLESPACE',
 ]);
 const ACCESS_OBJECTS = new Set(['OBJECT_ROLE', 'OBJECT_POLICY']);
+const ACCESS_SUBCOMMANDS = new Set([
+  'AT_ChangeOwner', 'AT_EnableRowSecurity', 'AT_DisableRowSecurity', 'AT_ForceRowSecurity', 'AT_NoForceRowSecurity',
+]);
 
 const DML_KIND: Readonly<Record<string, StatementKind>> = {
   InsertStmt: 'insert', UpdateStmt: 'update', DeleteStmt: 'delete', MergeStmt: 'merge',
@@ -253,6 +255,8 @@ export class StatementClassifier {
         return { kind: body.is_grant === true ? 'grant_role' : 'revoke_role', operation: 'admin', traps: ['privilege_change'] };
       case 'VacuumStmt':
         return { kind: body.is_vacuumcmd === true ? 'vacuum' : 'analyze', operation: 'admin', traps: ['maintenance'] };
+      case 'AlterTableStmt':
+        return this.alterTable(body);
       case 'DropStmt':
         return this.objectChange('drop', String(body.removeType ?? ''));
       case 'RenameStmt':
@@ -278,6 +282,15 @@ export class StatementClassifier {
     if (body.is_program === true) escalate(d, 'admin', 'copy_program');
     else if (typeof body.filename === 'string') escalate(d, 'admin', 'copy_file');
     return d;
+  }
+
+  /** ALTER TABLE is DDL, except the subcommands that change who may read the rows: owner and row-level security. */
+  private alterTable(body: Json): Draft {
+    for (const c of Array.isArray(body.cmds) ? body.cmds : []) {
+      const sub = isObj(c) && isObj(c.AlterTableCmd) ? String(c.AlterTableCmd.subtype ?? '') : '';
+      if (ACCESS_SUBCOMMANDS.has(sub)) return { kind: 'alter_table', operation: 'admin', traps: ['privilege_change'] };
+    }
+    return { kind: 'alter_table', operation: 'ddl', traps: [] };
   }
 
   private objectChange(kind: 'drop' | 'rename', objectType: string): Draft {
