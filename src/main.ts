@@ -7,6 +7,7 @@ import { createLogger, type Logger } from './observability/logger.js';
 import { startService } from './runtime/start.js';
 import { openStore } from './runtime/services.js';
 import { migrateToLatest } from './store/migrate.js';
+import { resetAdminPassword } from './admin/auth/bootstrap.js';
 
 const EXIT_RUNTIME = 1;
 const EXIT_CONFIG = 2;
@@ -18,6 +19,7 @@ Commands:
   start [--role all|gateway|admin|worker|migration]   run the service (role defaults to service_role)
   migrate                                             apply pending control-store migrations and exit
   config check                                        validate the configuration and print it with secrets masked
+  admin reset-password <username>                     set an admin's password, read from standard input (one line)
 
 Configuration: defaults, then YAML from SERVICE_CONFIG_PATH (else ./config.yaml or ./config.yml),
 then SERVICE_* environment variables (double underscore nests: SERVICE_GATEWAY__HTTP_PORT).
@@ -94,6 +96,42 @@ function configCheck(): void {
   process.stdout.write(stringify(maskedConfig(loaded.config)));
 }
 
+async function readStdinLine(maxBytes: number): Promise<string> {
+  let data = '';
+  for await (const chunk of process.stdin) {
+    data += (chunk as Buffer).toString('utf8');
+    if (data.length > maxBytes) break;
+    if (data.includes('\n')) break;
+  }
+  return data.split(/\r?\n/)[0] ?? '';
+}
+
+/** The password comes from standard input, never from argv, so it stays out of process lists and shell history. */
+async function resetPassword(username: string | undefined): Promise<void> {
+  if (!username) {
+    say('gatehouse: admin reset-password needs a username');
+    process.exit(EXIT_USAGE);
+  }
+  const loaded = loadOrExit();
+  const log = loggerFor(loaded, 'cli');
+  if (process.stdin.isTTY) say(`New password for ${username} (one line):`);
+  const password = await readStdinLine(4096);
+  const store = await openStore(loaded.config, log);
+  try {
+    await resetAdminPassword(store.db, username, password);
+    say(`gatehouse: password of ${username} reset; its sessions are ended`);
+  } catch (err) {
+    if (err instanceof TypeError) {
+      say(`gatehouse: ${err.message}`);
+      process.exitCode = EXIT_USAGE;
+      return;
+    }
+    throw err;
+  } finally {
+    await store.close();
+  }
+}
+
 function version(): string {
   const require = createRequire(import.meta.url);
   return (require('../package.json') as { version: string }).version;
@@ -130,6 +168,7 @@ async function main(argv: string[]): Promise<void> {
     case 'config check':
       return configCheck();
     default:
+      if (positionals[0] === 'admin' && positionals[1] === 'reset-password' && positionals.length <= 3) return resetPassword(positionals[2]);
       say(`gatehouse: unknown command "${command}"`);
       say(USAGE);
       process.exit(EXIT_USAGE);

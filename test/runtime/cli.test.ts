@@ -24,7 +24,7 @@ async function tempDir(): Promise<string> {
 const freePorts = { SERVICE_GATEWAY__HTTP_PORT: '0', SERVICE_GATEWAY__PG_PORT: '0', SERVICE_ADMIN__PORT: '0' };
 
 describe('gatehouse start', () => {
-  it('runs every role on the embedded default in development and stops cleanly on SIGTERM', async () => {
+  it('runs every role on the embedded default in development and stops cleanly on SIGTERM', { timeout: 120_000 }, async () => {
     const cwd = await tempDir();
     const started = await startCli(['start'], { env: baseEnv(freePorts), cwd });
     const ready = await fetch(`http://${started.listeners['gateway.http_port']}/ready`);
@@ -69,7 +69,7 @@ describe('gatehouse start', () => {
 });
 
 describe('gatehouse migrate', () => {
-  it('migrates a fresh database, and the migration role does the same and exits', async () => {
+  it('migrates a fresh database, and the migration role does the same and exits', { timeout: 120_000 }, async () => {
     for (const args of [['migrate'], ['start', '--role', 'migration']]) {
       const database = await createTestDatabase();
       cleanups.push(() => database.drop());
@@ -83,5 +83,45 @@ describe('gatehouse migrate', () => {
         await store.close();
       }
     }
+  });
+});
+
+describe('gatehouse admin reset-password', () => {
+  it('sets a password read from standard input and refuses a weak one without changing anything', { timeout: 120_000 }, async () => {
+    const { spawn } = await import('node:child_process');
+    const { ROOT } = await import('../support/cli.js');
+    const database = await createTestDatabase();
+    cleanups.push(() => database.drop());
+    const env = baseEnv({ SERVICE_DATABASE__URL: database.url });
+    const cwd = await tempDir();
+    expect((await runCli(['migrate'], { env, cwd })).code).toBe(0);
+    const store = await openControlStore({ url: database.url, embeddedDir: '/nonexistent', poolMax: 1, connectTimeoutMs: 5_000 });
+    cleanups.push(() => store.close());
+    const { ensureBootstrapOwner } = await import('../../src/admin/auth/bootstrap.js');
+    const { verifyPassword } = await import('../../src/admin/auth/passwords.js');
+    await ensureBootstrapOwner(store.db, null);
+
+    const run = (password: string) =>
+      new Promise<{ code: number | null; stderr: string }>((resolve) => {
+        const child = spawn(path.join(ROOT, 'node_modules', '.bin', 'tsx'), [path.join(ROOT, 'src', 'main.ts'), 'admin', 'reset-password', 'admin'], { env, cwd });
+        let stderr = '';
+        child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
+        child.on('close', (code) => resolve({ code, stderr }));
+        child.stdin.end(`${password}\n`);
+      });
+    const hashOf = async () => (await store.db.selectFrom('admin_users').select(['password_hash', 'must_change_password']).where('username', '=', 'admin').executeTakeFirstOrThrow());
+
+    const before = await hashOf();
+    const weak = await run('short');
+    expect(weak.code).toBe(64);
+    expect((await hashOf()).password_hash).toBe(before.password_hash);
+
+    const strong = 'a-Long-and-new-passphrase-42';
+    const ok = await run(strong);
+    expect(ok.code, ok.stderr).toBe(0);
+    expect(ok.stderr).not.toContain(strong);
+    const after = await hashOf();
+    expect(after.must_change_password).toBe(false);
+    expect(await verifyPassword(after.password_hash!, strong)).toBe(true);
   });
 });
