@@ -44,7 +44,7 @@ describe('classification table', () => {
 
   it('covers every trap code that parsed SQL can produce', () => {
     const seen = new Set<TrapCode>(ROWS.flatMap((r) => r.traps));
-    // unknown_statement is the fallback for a node type the table does not know; classify.units.test.ts covers it.
+    // unknown_statement is the fallback for a node type the table does not know; statement-types.test.ts covers it.
     const missing = TRAP_CODES.filter((t) => t !== 'unknown_statement' && !seen.has(t));
     expect(missing).toEqual([]);
   });
