@@ -16,6 +16,8 @@ export interface ResourceFixture {
   api(method: string, path: string, json?: unknown, rawBody?: string): Promise<Res>;
   /** Every response body seen by this fixture, for the "no secret in any response" scan. */
   bodies: string[];
+  /** Every admin audit event recorded by the service, serialized. */
+  audits: string[];
   stop(): Promise<void>;
 }
 
@@ -33,6 +35,13 @@ async function read(res: Response): Promise<Res> {
 export async function startResourceFixture(env: Record<string, string> = {}): Promise<ResourceFixture> {
   const svc = await startTestService({ env: { SERVICE_ADMIN__BOOTSTRAP_PASSWORD: OWNER_PASSWORD, ...env } });
   const bodies: string[] = [];
+  const audits: string[] = [];
+  const auditor = svc.running.services.adminAudit;
+  const record = auditor.record.bind(auditor);
+  auditor.record = async (event) => {
+    audits.push(JSON.stringify(event));
+    await record(event);
+  };
   const base = svc.adminUrl;
   const login = await fetch(`${base}/auth/login`, { method: 'POST', body: new URLSearchParams({ username: 'admin', password: OWNER_PASSWORD }), redirect: 'manual' });
   const cookie = login.headers.getSetCookie().map((l) => l.split(';')[0]!).find((p) => p.startsWith('gatehouse_session='));
@@ -50,6 +59,7 @@ export async function startResourceFixture(env: Record<string, string> = {}): Pr
   return {
     svc,
     bodies,
+    audits,
     async api(method, path, json, rawBody) {
       const headers: Record<string, string> = { authorization: `Bearer ${token}` };
       if (json !== undefined || rawBody !== undefined) headers['content-type'] = 'application/json';
