@@ -52,14 +52,15 @@ export function registerPolicyRoutes({ app, api, services }: AdminModuleContext)
   const read = requirePermission('policies:read');
   const write = requirePermission('policies:write');
 
+  // The write is committed: every instance learns of it first, then the audit records it.
   const afterWrite = async (req: FastifyRequest, action: string, w: PolicyWrite, status: number) => {
     const id = (w.after ?? w.before)?.id ?? 0;
+    await policies.announce(w.version);
     await adminAudit.record(auditOf(req, {
       action, outcome: 'success', status, target: { type: 'policy', id },
       changes: { before: w.before ? viewPolicy(w.before) : null, after: w.after ? viewPolicy(w.after) : null },
       details: { policy_version: w.version },
     }));
-    await policies.announce(w.version);
   };
 
   api.route(app, {
@@ -168,7 +169,7 @@ async function applyImport(services: Services, req: FastifyRequest, doc: ParsedD
     });
   });
   const done = plan as unknown as ImportPlan;
-  const changed = result.created.length + result.updated.length;
+  if (result.created.length + result.updated.length > 0) await services.policies.announce(result.version);
   await services.adminAudit.record(auditOf(req, {
     action: 'policy.import', outcome: 'success', status: 200, target: { type: 'policy_set', id: result.version },
     changes: {
@@ -177,7 +178,6 @@ async function applyImport(services: Services, req: FastifyRequest, doc: ParsedD
     },
     details: { created: result.created.length, updated: result.updated.length, unchanged: done.summary.unchanged, policy_version: result.version },
   }));
-  if (changed > 0) await services.policies.announce(result.version);
   return {
     applied: true,
     summary: done.summary,

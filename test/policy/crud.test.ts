@@ -99,6 +99,13 @@ describe('policy CRUD', () => {
     expect(policies().version()).toBe(v);
   });
 
+  it('is described in the OpenAPI document', async () => {
+    const doc = (await (await fetch(`${svc.adminUrl}/api/openapi.json`)).json()) as { paths: Record<string, Record<string, unknown>> };
+    expect(Object.keys(doc.paths['/api/policies/{id}'] ?? {}).sort()).toEqual(['delete', 'get', 'patch']);
+    expect(doc.paths['/api/policies/dry-run']?.post).toBeDefined();
+    expect(doc.paths['/api/policies/import/apply']?.post).toBeDefined();
+  });
+
   it('refuses anonymous callers', async () => {
     const res = await fetch(`${svc.adminUrl}/api/policies`);
     expect(res.status).toBe(401);

@@ -1,13 +1,21 @@
 // Policy import: preview categories, atomic apply (one invalid → nothing changes, one version step), YAML, bounds, compat translation and the console forms.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { AdminAuditEvent } from '../../src/admin/audit-events.js';
 import type { TestService } from '../support/service.js';
 import { startPolicyService, type PolicyApi } from './support.js';
 
 let svc: TestService;
 let api: PolicyApi;
+const audit: AdminAuditEvent[] = [];
 
 beforeAll(async () => {
   ({ svc, api } = await startPolicyService());
+  const auditor = svc.running.services.adminAudit;
+  const original = auditor.record.bind(auditor);
+  auditor.record = async (event) => {
+    audit.push(event);
+    await original(event);
+  };
   for (const body of [
     { name: 'keep', priority: 5, conditions: { source_ids: ['crm'] }, actions: { effect: 'deny' } },
     { name: 'change', priority: 1, conditions: { tables: ['public.*'] }, actions: { rate_limit: '10/second' } },
@@ -105,6 +113,10 @@ describe('import apply', () => {
     expect(await names()).toEqual(['change', 'imported-a', 'imported-b', 'keep']);
     const changed = (await api.send('GET', '/api/policies')).json.find((p: { name: string }) => p.name === 'change');
     expect(changed).toMatchObject({ priority: 7, enabled: false, actions: { rate_limit: '20/second' } });
+    const events = audit.filter((e) => e.action === 'policy.import');
+    expect(events).toHaveLength(1);
+    expect(events[0]!.changes?.before).toHaveLength(1);
+    expect(events[0]!.changes?.after).toHaveLength(3);
     const compiled = svc.running.services.policies.current();
     expect(compiled.policies.map((p) => p.name).sort()).toEqual(['imported-a', 'imported-b', 'keep']);
 
