@@ -188,6 +188,17 @@ describe('identity validation (422 with exact loc)', () => {
   });
 });
 
+describe('admin authentication', () => {
+  it('every resource route refuses an anonymous caller and changes nothing', async () => {
+    const before = (await fx.api('GET', '/api/identities')).json.length;
+    for (const [method, path] of [['GET', '/api/identities'], ['POST', '/api/identities'], ['GET', '/api/data-sources'], ['POST', '/api/data-sources/test'], ['GET', '/api/connectors'], ['POST', '/api/identities/1/grants']] as const) {
+      const res = await fetch(fx.svc.adminUrl + path, { method, headers: { 'content-type': 'application/json' }, body: method === 'GET' ? null : JSON.stringify({ name: 'anon', generate_key: true }) });
+      expect(res.status, `${method} ${path}`).toBe(401);
+    }
+    expect((await fx.api('GET', '/api/identities')).json.length).toBe(before);
+  });
+});
+
 describe('responses', () => {
   it('list carries exactly the spec fields', async () => {
     const list = await fx.api('GET', '/api/identities');
