@@ -1,4 +1,4 @@
-// Generates the key tables of docs/configuration.md from the configuration schema: `tsx scripts/config-doc.ts` rewrites them, `--check` exits 1 when the doc is stale.
+// Generates the key tables of docs/configuration.md from the configuration schema: `npx tsx scripts/config-doc.ts` rewrites them, `--check` exits 1 when the doc is stale.
 import { readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
@@ -307,7 +307,7 @@ if (process.argv[1] !== undefined && import.meta.url === pathToFileURL(process.a
   const fresh = withFreshReference(current);
   if (process.argv.includes('--check')) {
     if (fresh !== current) {
-      process.stderr.write(`${DOC_PATH} is out of date: run node_modules/.bin/tsx scripts/config-doc.ts\n`);
+      process.stderr.write(`${DOC_PATH} is out of date: run npx tsx scripts/config-doc.ts\n`);
       process.exit(1);
     }
   } else if (fresh !== current) {

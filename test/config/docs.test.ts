@@ -7,7 +7,7 @@ import { DOC_PATH, leafPaths, withFreshReference } from '../../scripts/config-do
 const doc = readFileSync(DOC_PATH, 'utf8');
 
 describe('docs/configuration.md', () => {
-  it('the generated key tables match the schema (regenerate: node_modules/.bin/tsx scripts/config-doc.ts)', () => {
+  it('the generated key tables match the schema (regenerate: npx tsx scripts/config-doc.ts)', () => {
     expect(withFreshReference(doc) === doc).toBe(true);
   });
 
