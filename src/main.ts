@@ -4,10 +4,10 @@ import { createRequire } from 'node:module';
 import { stringify } from 'yaml';
 import { loadConfig, maskedConfig, serviceRoles, type LoadedConfig, type ServiceRole } from './config/index.js';
 import { createLogger, type Logger } from './observability/logger.js';
-import { startService } from './runtime/start.js';
-import { openStore } from './runtime/services.js';
-import { migrateToLatest } from './store/migrate.js';
-import { resetAdminPassword } from './admin/auth/bootstrap.js';
+
+// The runtime (fastify, pg, PGlite, …) is imported by the commands that run it, so `config check` stays fast and
+// independent of everything but the configuration module.
+const runtime = () => import('./runtime/services.js');
 
 const EXIT_RUNTIME = 1;
 const EXIT_CONFIG = 2;
@@ -45,6 +45,8 @@ function loggerFor(loaded: LoadedConfig, role: string): Logger {
 }
 
 async function runMigrations(loaded: LoadedConfig, log: Logger): Promise<void> {
+  const { openStore } = await runtime();
+  const { migrateToLatest } = await import('./store/migrate.js');
   const store = await openStore(loaded.config, log);
   try {
     const { applied } = await migrateToLatest(store.db);
@@ -69,6 +71,7 @@ async function start(roleArg: string | undefined): Promise<void> {
     return;
   }
 
+  const { startService } = await import('./runtime/start.js');
   const running = await startService(loaded, role, log);
   const graceMs = loaded.config.gateway.timeouts.shutdown_grace_ms;
   const onSignal = (signal: NodeJS.Signals) => {
@@ -116,6 +119,8 @@ async function resetPassword(username: string | undefined): Promise<void> {
   const log = loggerFor(loaded, 'cli');
   if (process.stdin.isTTY) say(`New password for ${username} (one line):`);
   const password = await readStdinLine(4096);
+  const { openStore } = await runtime();
+  const { resetAdminPassword } = await import('./admin/auth/bootstrap.js');
   const store = await openStore(loaded.config, log);
   try {
     await resetAdminPassword(store.db, username, password);

@@ -4,7 +4,7 @@ import path from 'node:path';
 import { LineCounter, parseDocument } from 'yaml';
 import type { z } from 'zod';
 import { configSchema, secretRefPaths, type Config } from './schema.js';
-import { isSecretRef, resolveSecretRef, Secrets } from './secrets.js';
+import { isSecretRef, resolveSecretRef, Secrets, type SecretRefResult } from './secrets.js';
 import { crossFieldProblems, productionProblems } from './invariants.js';
 
 export const ENV_PREFIX = 'SERVICE_';
@@ -23,6 +23,8 @@ export interface LoadedConfig {
   secrets: Secrets;
   /** The YAML file that was read, if any. */
   file: string | null;
+  /** Resolves `env:` / `file:` references at use time (source credentials) against the environment this config was loaded from. */
+  resolveSecretRef: (ref: string) => SecretRefResult;
   warnings: string[];
 }
 
@@ -65,7 +67,7 @@ export function loadConfig(opts: LoadOptions = {}): LoadedConfig | ConfigFailure
   problems.push(...productionProblems(config, secrets));
   if (problems.length > 0) return { ok: false, problems: dedupe(problems) };
 
-  return { ok: true, config: deepFreeze(config), secrets, file, warnings };
+  return { ok: true, config: deepFreeze(config), secrets, file, warnings, resolveSecretRef: (ref) => resolveSecretRef(ref, env) };
 }
 
 function resolveSecrets(tree: Tree, env: NodeJS.ProcessEnv, warnings: string[]): { values: Map<string, string>; problems: string[] } {

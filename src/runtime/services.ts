@@ -23,6 +23,8 @@ export interface Services {
   readonly config: Readonly<Config>;
   readonly secrets: RuntimeSecrets;
   readonly log: Logger;
+  /** Resolves secret references of source configurations at use time (never cached in plain form). */
+  readonly resolveSecretRef: LoadedConfig['resolveSecretRef'];
   readonly instanceId: string;
   readonly store: ControlStore;
   readonly db: Kysely<Database>;
@@ -149,6 +151,7 @@ export async function buildServices(loaded: LoadedConfig, role: ServiceRole, log
       config,
       secrets,
       log,
+      resolveSecretRef: loaded.resolveSecretRef,
       instanceId,
       store,
       db: store.db,

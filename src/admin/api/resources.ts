@@ -1,5 +1,5 @@
 // The admin module for identities, data sources, connectors, role records and grants: builds their shared dependencies once and registers the routes.
-import { defaultConnectors, secretResolver, type ConnectorRegistry, type SecretResolver } from '../../connectors/registry.js';
+import { defaultConnectors, type ConnectorRegistry, type SecretResolver } from '../../connectors/registry.js';
 import type { AdminModule } from '../modules.js';
 import { identitiesModule } from './identities.js';
 import { buildDataSourceRoutes } from './data-sources.js';
@@ -14,9 +14,7 @@ export interface ResourcesModuleOptions {
 export function resourcesModule(opts: ResourcesModuleOptions = {}): AdminModule {
   return async (ctx) => {
     const connectors = opts.connectors ?? defaultConnectors();
-    // TODO(composition root): Services should carry the secret resolver over the environment the config was
-    // loaded from; until then the process environment is handed in here, the one read outside src/config.
-    const resolveSecret = opts.resolveSecret ?? secretResolver(process.env);
+    const resolveSecret = opts.resolveSecret ?? ctx.services.resolveSecretRef;
     await identitiesModule(ctx);
     buildDataSourceRoutes(ctx, connectors, resolveSecret);
     buildGrantRoutes(ctx);
