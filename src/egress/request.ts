@@ -28,8 +28,8 @@ export interface UpstreamRequestOptions {
 export interface UpstreamResponse {
   status: number;
   /**
-   * Upstream headers as received (lower-case names). When the body was decoded, `content-encoding` and
-   * `content-length` are removed because they no longer describe `body`. The response allowlist is the caller's.
+   * Upstream headers as received (lower-case names), except that `content-encoding` is always removed (the body
+   * is plain) and, when the body was decoded, `content-length` too (it described the encoded bytes). The response allowlist is the caller's.
    */
   headers: Record<string, string | string[]>;
   /** The complete, decoded body. */
@@ -87,10 +87,12 @@ export async function upstreamRequest(opts: UpstreamRequestOptions): Promise<Ups
   try {
     codings = parseContentEncoding(resHeaders['content-encoding']);
   } catch (err) {
-    res.body.destroy();
+    discard(res);
     throw err;
   }
   const wire = await readCapped(res, opts.maxResponseBytes);
+  // `identity` says nothing about the body; dropping it keeps "no content-encoding" meaning "body is plain".
+  if (codings.length === 0) delete resHeaders['content-encoding'];
   if (codings.length === 0) return { status: res.statusCode, headers: resHeaders, body: wire, wireBytes: wire.length, decoded: [] };
 
   const body = await decodeBody(wire, codings, opts.maxResponseBytes);
@@ -99,11 +101,17 @@ export async function upstreamRequest(opts: UpstreamRequestOptions): Promise<Ups
   return { status: res.statusCode, headers: resHeaders, body, wireBytes: wire.length, decoded: codings };
 }
 
+/** Drops an unread body: destroying emits an abort error that nobody else listens for. */
+function discard(res: Dispatcher.ResponseData): void {
+  res.body.on('error', () => undefined);
+  res.body.destroy();
+}
+
 /** Reads the body, refusing by content-length first and counting while reading; never buffers past the cap. */
 async function readCapped(res: Dispatcher.ResponseData, max: number): Promise<Buffer> {
   const declared = res.headers['content-length'];
   if (typeof declared === 'string' && /^\d+$/.test(declared) && Number(declared) > max) {
-    res.body.destroy();
+    discard(res);
     throw new ResponseTooLargeError(max, 'content-length');
   }
   const chunks: Buffer[] = [];
@@ -113,7 +121,7 @@ async function readCapped(res: Dispatcher.ResponseData, max: number): Promise<Bu
       const buf = chunk as Buffer;
       total += buf.length;
       if (total > max) {
-        res.body.destroy();
+        discard(res);
         throw new ResponseTooLargeError(max, 'body');
       }
       chunks.push(buf);

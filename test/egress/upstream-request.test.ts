@@ -1,0 +1,161 @@
+// upstreamRequest against a real loopback upstream: redirects are returned, never followed; bodies are capped on the wire and after decoding; gzip/deflate/br decode; bombs and unknown codings are refused; failures are sanitized.
+import { brotliCompressSync, deflateRawSync, deflateSync, gzipSync } from 'node:zlib';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createEgressDispatcher } from '../../src/egress/agent.js';
+import { ResponseTooLargeError, UnsupportedEncodingError, UpstreamError } from '../../src/egress/errors.js';
+import { upstreamRequest } from '../../src/egress/request.js';
+import type { UpstreamRequestOptions } from '../../src/egress/request.js';
+import { startUpstream } from './upstream-server.js';
+import type { TestUpstream } from './upstream-server.js';
+
+const SOURCE = 'loopback-src';
+const CAP = 1000;
+const json = Buffer.from(JSON.stringify({ items: Array.from({ length: 20 }, (_, i) => ({ id: i, name: `item ${i}` })) }));
+const bomb = gzipSync(Buffer.alloc(64 * 1024 * 1024), { level: 9 });
+
+let up: TestUpstream;
+const dispatcher = createEgressDispatcher({ allowPrivate: (id) => id === SOURCE, connectTimeoutMs: 1000 });
+
+beforeAll(async () => {
+  up = await startUpstream({
+    '/redirect': (_req, res) => res.writeHead(302, { location: `http://127.0.0.1:${up.port}/target` }).end(),
+    '/redirect-301': (_req, res) => res.writeHead(301, { location: '/target' }).end(),
+    '/target': (_req, res) => res.end('you should not be here'),
+    '/big-cl': (_req, res) => res.writeHead(200, { 'content-length': String(CAP + 1) }).end(Buffer.alloc(CAP + 1, 97)),
+    '/exact-cl': (_req, res) => res.writeHead(200, { 'content-length': String(CAP) }).end(Buffer.alloc(CAP, 97)),
+    '/big-chunked': (_req, res) => {
+      res.writeHead(200, { 'content-type': 'text/plain' });
+      let n = 0;
+      const tick = () => {
+        if (res.destroyed) return;
+        if (n++ >= 40) return void res.end();
+        res.write(Buffer.alloc(100, 98), () => setImmediate(tick));
+      };
+      tick();
+    },
+    '/gzip': (_req, res) => res.writeHead(200, { 'content-encoding': 'gzip', 'content-type': 'application/json' }).end(gzipSync(json)),
+    '/br': (_req, res) => res.writeHead(200, { 'content-encoding': 'br', 'content-type': 'application/json' }).end(brotliCompressSync(json)),
+    '/deflate': (_req, res) => res.writeHead(200, { 'content-encoding': 'deflate' }).end(deflateSync(json)),
+    '/deflate-raw': (_req, res) => res.writeHead(200, { 'content-encoding': 'deflate' }).end(deflateRawSync(json)),
+    '/stacked': (_req, res) => res.writeHead(200, { 'content-encoding': 'gzip, br' }).end(brotliCompressSync(gzipSync(json))),
+    '/identity': (_req, res) => res.writeHead(200, { 'content-encoding': 'identity' }).end(json),
+    '/bomb': (_req, res) => res.writeHead(200, { 'content-encoding': 'gzip' }).end(bomb),
+    '/zstd': (_req, res) => res.writeHead(200, { 'content-encoding': 'zstd' }).end('whatever'),
+    '/corrupt': (_req, res) => res.writeHead(200, { 'content-encoding': 'gzip' }).end(Buffer.from('this is not gzip at all')),
+    '/slow': () => undefined,
+    '/reset': (req) => req.socket.destroy(),
+    '/echo': (req, res) => {
+      const chunks: Buffer[] = [];
+      req.on('data', (c: Buffer) => chunks.push(c)).on('end', () => res.writeHead(201, { 'content-type': 'application/json' }).end(JSON.stringify({ method: req.method, headers: req.headers, body: Buffer.concat(chunks).toString() })));
+    },
+    '/fail': (_req, res) => res.writeHead(503).end('down'),
+  });
+});
+afterAll(async () => {
+  await dispatcher.close();
+  await up.close();
+});
+
+function call(path: string, extra: Partial<UpstreamRequestOptions> = {}) {
+  return upstreamRequest({ dispatcher, url: new URL(`http://127.0.0.1:${up.port}${path}`), method: 'GET', headers: {}, sourceId: SOURCE, timeoutMs: 2000, maxResponseBytes: CAP, ...extra });
+}
+const hitsOf = (path: string) => up.hits.filter((h) => h.path === path).length;
+
+describe('redirects are never followed', () => {
+  it('passes a 302 back with its Location and never requests the target', async () => {
+    const res = await call('/redirect');
+    expect(res.status).toBe(302);
+    expect(res.headers.location).toBe(`http://127.0.0.1:${up.port}/target`);
+    const res2 = await call('/redirect-301', { method: 'POST', body: 'x' });
+    expect(res2.status).toBe(301);
+    expect(hitsOf('/target')).toBe(0);
+  });
+});
+
+describe('response body cap', () => {
+  it('refuses by content-length before reading', async () => {
+    const err = await call('/big-cl').catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(ResponseTooLargeError);
+    expect(err).toMatchObject({ code: 'payload_too_large', details: { stage: 'content-length' } });
+  });
+
+  it('accepts a body exactly at the cap', async () => {
+    expect((await call('/exact-cl')).body.length).toBe(CAP);
+  });
+
+  it('counts a chunked body while reading and stops past the cap', async () => {
+    const err = await call('/big-chunked').catch((e: unknown) => e);
+    expect(err).toMatchObject({ code: 'payload_too_large', details: { stage: 'body' } });
+    // Under a generous cap the same stream is read whole: the cap, not the route, caused the refusal.
+    expect((await call('/big-chunked', { maxResponseBytes: 10_000 })).body.length).toBe(4000);
+  });
+});
+
+describe('content encodings', () => {
+  it.each(['/gzip', '/br', '/deflate', '/deflate-raw', '/stacked', '/identity'])('decodes %s and drops the stale headers', async (path) => {
+    const res = await call(path, { maxResponseBytes: 10_000 });
+    expect(res.body.equals(json)).toBe(true);
+    expect(res.headers['content-encoding']).toBeUndefined();
+    if (path !== '/identity') expect(res.wireBytes).toBeLessThan(json.length + 64);
+  });
+
+  it('caps the decoded size too (the wire size alone would pass)', async () => {
+    const res = await call('/gzip', { maxResponseBytes: json.length });
+    expect(res.body.length).toBe(json.length);
+    const err = await call('/gzip', { maxResponseBytes: json.length - 1 }).catch((e: unknown) => e);
+    expect(err).toMatchObject({ code: 'payload_too_large', details: { stage: 'decoded' } });
+  });
+
+  it('refuses a decompression bomb without inflating it', async () => {
+    const before = process.memoryUsage().arrayBuffers;
+    const err = await call('/bomb', { maxResponseBytes: 1 << 20 }).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(ResponseTooLargeError);
+    expect(err).toMatchObject({ details: { stage: 'decoded' } });
+    // 64 MiB of zeros were never materialized.
+    expect(process.memoryUsage().arrayBuffers - before).toBeLessThan(32 * 1024 * 1024);
+  });
+
+  it('refuses unknown and corrupt encodings as sanitized upstream failures', async () => {
+    const unknown = await call('/zstd').catch((e: unknown) => e);
+    expect(unknown).toBeInstanceOf(UnsupportedEncodingError);
+    expect(unknown).toMatchObject({ code: 'upstream_failed', encoding: 'zstd' });
+    const corrupt = await call('/corrupt').catch((e: unknown) => e);
+    expect(corrupt).toBeInstanceOf(UpstreamError);
+    expect(corrupt).toMatchObject({ code: 'upstream_failed', reason: 'invalid content encoding' });
+  });
+
+  it('advertises the codings it can validate unless the caller chose', async () => {
+    const res = await call('/echo', { method: 'POST', headers: { 'content-type': 'text/plain' }, body: 'hello', maxResponseBytes: 10_000 });
+    expect(res.status).toBe(201);
+    const seen = JSON.parse(res.body.toString()) as { method: string; headers: Record<string, string>; body: string };
+    expect(seen).toMatchObject({ method: 'POST', body: 'hello', headers: { 'accept-encoding': 'gzip, deflate, br', 'content-type': 'text/plain' } });
+  });
+});
+
+describe('failures are sanitized', () => {
+  it('times out a silent upstream', async () => {
+    const started = performance.now();
+    await expect(call('/slow', { timeoutMs: 300 })).rejects.toMatchObject({ code: 'upstream_failed', reason: 'timed out' });
+    expect(performance.now() - started).toBeLessThan(2000);
+  });
+
+  it('reports refused connections and resets without internal addresses', async () => {
+    const closed = await startUpstream({});
+    const port = closed.port;
+    await closed.close();
+    const refused = await upstreamRequest({ dispatcher, url: new URL(`http://127.0.0.1:${port}/`), method: 'GET', headers: {}, sourceId: SOURCE, timeoutMs: 1000, maxResponseBytes: CAP }).catch((e: unknown) => e);
+    expect(refused).toMatchObject({ code: 'upstream_failed', reason: 'connection refused', message: 'The upstream request failed.' });
+    expect((refused as Error).message).not.toContain('127.0.0.1');
+    await expect(call('/reset')).rejects.toMatchObject({ code: 'upstream_failed', reason: 'connection closed' });
+  });
+
+  it('passes 5xx answers through as answers', async () => {
+    const res = await call('/fail');
+    expect(res.status).toBe(503);
+    expect(res.body.toString()).toBe('down');
+  });
+
+  it('refuses non-http(s) URLs as caller misuse', async () => {
+    await expect(upstreamRequest({ dispatcher, url: new URL('file:///etc/passwd'), method: 'GET', headers: {}, sourceId: SOURCE, timeoutMs: 1000, maxResponseBytes: CAP })).rejects.toBeInstanceOf(TypeError);
+  });
+});
