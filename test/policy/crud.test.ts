@@ -2,7 +2,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { AdminAuditEvent } from '../../src/admin/audit-events.js';
 import type { TestService } from '../support/service.js';
-import { startPolicyService, type PolicyApi } from './support.js';
+import { OWNER_PASSWORD, ownerApi, startPolicyService, type PolicyApi } from './support.js';
 
 let svc: TestService;
 let api: PolicyApi;
@@ -104,6 +104,30 @@ describe('policy CRUD', () => {
     expect(Object.keys(doc.paths['/api/policies/{id}'] ?? {}).sort()).toEqual(['delete', 'get', 'patch']);
     expect(doc.paths['/api/policies/dry-run']?.post).toBeDefined();
     expect(doc.paths['/api/policies/import/apply']?.post).toBeDefined();
+  });
+
+  it('with a browser session, writes need the CSRF token (header or form field)', async () => {
+    const login = await fetch(`${svc.adminUrl}/auth/login`, { method: 'POST', body: new URLSearchParams({ username: 'admin', password: OWNER_PASSWORD }), redirect: 'manual' });
+    const cookie = login.headers.getSetCookie().map((c) => c.split(';')[0]!).find((c) => c.startsWith('gatehouse_session='))!;
+    const { csrf_token } = (await (await fetch(`${svc.adminUrl}/api/session`, { headers: { cookie } })).json()) as { csrf_token: string };
+    const body = JSON.stringify({ name: 'via-session', conditions: {}, actions: {} });
+    const post = (headers: Record<string, string>) => fetch(`${svc.adminUrl}/api/policies`, { method: 'POST', headers: { cookie, 'content-type': 'application/json', ...headers }, body });
+    expect((await post({})).status).toBe(403);
+    expect((await post({ 'x-csrf-token': csrf_token })).status).toBe(201);
+    const form = (fields: Record<string, string>) => fetch(`${svc.adminUrl}/dashboard/policies/create`, { method: 'POST', headers: { cookie }, body: new URLSearchParams(fields) });
+    expect((await form({ name: 'form-session' })).status).toBe(403);
+    expect((await form({ name: 'form-session', csrf_token })).status).toBe(201);
+  });
+
+  it('a viewer may read and dry-run but not write', async () => {
+    const made = await api.send('POST', '/api/admins', { username: 'viewer1', password: 'viewer-password-for-tests-1', roles: ['viewer'], must_change_password: false });
+    expect(made.status).toBe(201);
+    const viewer = await ownerApi(svc.adminUrl, 'viewer1', 'viewer-password-for-tests-1');
+    expect((await viewer.send('GET', '/api/policies')).status).toBe(200);
+    expect((await viewer.send('POST', '/api/policies/import/preview', [])).status).toBe(200);
+    expect((await viewer.send('POST', '/api/policies', { name: 'viewer-made', conditions: {}, actions: {} })).status).toBe(403);
+    expect((await viewer.send('POST', '/api/policies/import/apply', [])).status).toBe(403);
+    expect((await viewer.form('/dashboard/policies/create', { name: 'viewer-made' })).status).toBe(403);
   });
 
   it('refuses anonymous callers', async () => {

@@ -42,9 +42,9 @@ export class PolicyApi {
   }
 }
 
-/** Signs in as the bootstrap owner and creates an admin API token (Bearer requests are CSRF-exempt). */
-export async function ownerApi(baseUrl: string): Promise<PolicyApi> {
-  const login = await fetch(`${baseUrl}/auth/login`, { method: 'POST', body: new URLSearchParams({ username: 'admin', password: OWNER_PASSWORD }), redirect: 'manual' });
+/** Signs in (the bootstrap owner by default) and creates an admin API token (Bearer requests are CSRF-exempt). */
+export async function ownerApi(baseUrl: string, username = 'admin', password = OWNER_PASSWORD): Promise<PolicyApi> {
+  const login = await fetch(`${baseUrl}/auth/login`, { method: 'POST', body: new URLSearchParams({ username, password }), redirect: 'manual' });
   if (login.status !== 303) throw new Error(`owner sign-in failed: ${login.status}`);
   const cookie = login.headers.getSetCookie().map((c) => c.split(';')[0]!).find((c) => c.startsWith('gatehouse_session='))!;
   const session = (await (await fetch(`${baseUrl}/api/session`, { headers: { cookie } })).json()) as { csrf_token: string };
