@@ -225,16 +225,19 @@ export class AuditSpool {
     const bytes = records.reduce((n, r) => n + r.length, 0);
     return new Promise<void>((resolve, reject) => {
       this.#pending.push({ records, bytes, resolve, reject });
-      this.#draining ??= this.#drain().finally(() => {
-        this.#draining = null;
-      });
+      this.#draining ??= this.#drain();
     });
   }
 
+  /** Clears #draining in the same tick it sees the queue empty, so no append is left unwritten. */
   async #drain(): Promise<void> {
-    while (this.#pending.length > 0) {
-      const batch = this.#pending.splice(0);
-      await this.#exclusive(() => this.#writeBatch(batch));
+    try {
+      while (this.#pending.length > 0) {
+        const batch = this.#pending.splice(0);
+        await this.#exclusive(() => this.#writeBatch(batch));
+      }
+    } finally {
+      this.#draining = null;
     }
   }
 
@@ -334,13 +337,19 @@ export class AuditSpool {
    * Returns the number of entries consumed.
    */
   replay(consume: (batch: AuditEntry[]) => Promise<void>, batchSize: number): Promise<number> {
-    this.#replaying ??= this.#replay(consume, batchSize).finally(() => {
-      this.#replaying = null;
-    });
+    this.#replaying ??= this.#replay(consume, batchSize);
     return this.#replaying;
   }
 
   async #replay(consume: (batch: AuditEntry[]) => Promise<void>, batchSize: number): Promise<number> {
+    try {
+      return await this.#replaySegments(consume, batchSize);
+    } finally {
+      this.#replaying = null;
+    }
+  }
+
+  async #replaySegments(consume: (batch: AuditEntry[]) => Promise<void>, batchSize: number): Promise<number> {
     await this.init();
     // Seal the segment being written so replay only reads files no one appends to.
     const segments = await this.#exclusive(async () => {

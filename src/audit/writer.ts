@@ -253,12 +253,20 @@ export class AuditWriter implements AuditPort {
     if (!this.#pgUp) return;
     this.#pgUp = false;
     this.#logger.warn({ err: this.#lastPgError }, 'audit store unreachable; entries go to the spool');
-    this.#recovery ??= this.#recover().finally(() => {
-      this.#recovery = null;
-    });
+    this.#recovery ??= this.#recover();
   }
 
   async #recover(): Promise<void> {
+    try {
+      await this.#recoverLoop();
+    } finally {
+      // Cleared in the tick the loop ends: a failure right after must start a new recovery.
+      this.#recovery = null;
+    }
+    if (this.#pgUp) this.#kickReplay();
+  }
+
+  async #recoverLoop(): Promise<void> {
     while (!this.#pgUp && !this.#closing) {
       await this.#sleep(this.#backoffMs);
       if (this.#closing) return;
@@ -272,7 +280,6 @@ export class AuditWriter implements AuditPort {
         this.#backoffMs = Math.min(this.#backoffMs * 2, this.#cfg.retry.max_backoff_ms);
       }
     }
-    if (this.#pgUp) this.#kickReplay();
   }
 
   #sleep(ms: number): Promise<void> {
@@ -285,12 +292,16 @@ export class AuditWriter implements AuditPort {
 
   #kickReplay(): void {
     if (this.#replayRun || this.#closing) return;
-    this.#replayRun = this.replayNow()
-      .then(() => undefined)
-      .catch((error: unknown) => this.#markDown(error))
-      .finally(() => {
+    this.#replayRun = (async () => {
+      try {
+        await this.replayNow();
+      } catch (error) {
         this.#replayRun = null;
-      });
+        this.#markDown(error);
+      } finally {
+        this.#replayRun = null;
+      }
+    })();
   }
 
   /** Replays the spool into PostgreSQL now (the background replayer does this on recovery). */
