@@ -20,6 +20,7 @@ export interface SourceCircuit {
    * denial, size limit) pass through without counting. Open → CircuitOpenError (503).
    */
   execute<T>(fn: () => Promise<T>): Promise<T>;
+  /** `half_open` as soon as the delay has passed (the next call is the probe). */
   readonly state: CircuitStateName;
 }
 
@@ -81,7 +82,13 @@ export class CircuitRegistry {
       halfOpenAfter: this.#options.halfOpenAfterMs,
       breaker: new ConsecutiveBreaker(this.#options.failureThreshold),
     });
-    const retryAfterSeconds = Math.max(1, Math.ceil(this.#options.halfOpenAfterMs / 1000));
+    const halfOpenAfterMs = this.#options.halfOpenAfterMs;
+    const retryAfterSeconds = Math.max(1, Math.ceil(halfOpenAfterMs / 1000));
+    // cockatiel moves Open → HalfOpen lazily on the next call; track when it opened so `state` tells the truth.
+    let openedAt = 0;
+    policy.onBreak(() => {
+      openedAt = Date.now();
+    });
     return {
       async execute<T>(fn: () => Promise<T>): Promise<T> {
         try {
@@ -92,6 +99,7 @@ export class CircuitRegistry {
         }
       },
       get state() {
+        if (policy.state === CircuitState.Open && Date.now() - openedAt >= halfOpenAfterMs) return 'half_open';
         return STATE_NAMES[policy.state];
       },
     };
