@@ -220,9 +220,14 @@ export class StatementClassifier {
     switch (type) {
       case 'SelectStmt':
         return this.query({ kind: 'select', operation: 'read', traps: [] }, facts, 0);
-      case 'InsertStmt':
       case 'UpdateStmt':
-      case 'DeleteStmt':
+      case 'DeleteStmt': {
+        const d = this.query({ kind: DML_KIND[type] as StatementKind, operation: 'write', traps: [] }, facts, 1);
+        // Without a WHERE clause every row changes: the risk classifier treats that as high risk.
+        if (body.whereClause === undefined) d.traps.push('unbounded_write');
+        return d;
+      }
+      case 'InsertStmt':
       case 'MergeStmt':
         return this.query({ kind: DML_KIND[type] as StatementKind, operation: 'write', traps: [] }, facts, 1);
       case 'CopyStmt':

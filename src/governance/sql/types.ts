@@ -40,6 +40,7 @@ export const TRAP_CODES = [
   'execute_prepared',
   'lock_table',
   'truncate',
+  'unbounded_write',
   'unknown_statement',
 ] as const;
 export type TrapCode = (typeof TRAP_CODES)[number];

