@@ -140,21 +140,38 @@ describe('DNS answers', () => {
     }
   });
 
-  it('DNS rebinding: public on the first answer, loopback afterwards — one resolution per connection, loopback never reached', async () => {
+  // No test here ever dials a non-loopback address: public answers are only checked (checkTarget), never connected to.
+  it('DNS rebinding: a public answer checked earlier is not reused — the connection resolves again, sees loopback and is refused', async () => {
     const { lookup, calls } = scriptedLookup({ 'rebind.test': [[{ address: '93.184.216.34', family: 4 }], [{ address: '127.0.0.1', family: 4 }]] });
     const decisions: EgressDecision[] = [];
     const d = dispatcherWith(lookup, decisions);
     try {
       const before = v4.hits.length;
-      // First connection: the check saw the public address and the socket goes to that same address — whatever
-      // happens there (refused, timed out), the name is not resolved a second time and loopback is not reached.
-      await get(d, PUBLIC_ONLY, `http://rebind.test:${v4.port}/secret`).catch(() => undefined);
-      expect(calls).toEqual(['rebind.test']);
-      expect(decisions.filter((x) => x.allowed).map((x) => x.address)).toEqual(['93.184.216.34']);
-      // Next connection: the rebound answer is the one checked, and it is refused.
+      const first = await d.checkTarget(PUBLIC_ONLY, 'rebind.test');
+      expect(first.address).toBe('93.184.216.34');
       await expect(get(d, PUBLIC_ONLY, `http://rebind.test:${v4.port}/secret`)).rejects.toMatchObject({ code: 'egress_denied', range: 'loopback' });
       expect(calls).toEqual(['rebind.test', 'rebind.test']);
       expect(v4.hits.length).toBe(before);
+    } finally {
+      await d.close();
+    }
+  });
+
+  it('DNS rebinding: each connection connects to the address it checked, and a rebind to the metadata range is refused even with private egress', async () => {
+    const { lookup, calls } = scriptedLookup({ 'rebind.test': [[{ address: '127.0.0.1', family: 4 }], [{ address: '169.254.169.254', family: 4 }]] });
+    const decisions: EgressDecision[] = [];
+    const d = dispatcherWith(lookup, decisions);
+    try {
+      const before = v4.hits.length;
+      const ok = await get(d, PRIVATE_OK, `http://rebind.test:${v4.port}/first`);
+      expect(ok.status).toBe(200);
+      expect(v4.hits.length).toBe(before + 1);
+      expect(decisions.filter((x) => x.allowed).map((x) => x.address)).toEqual(['127.0.0.1']);
+      // A fresh connection (the pool is dropped) resolves once more; the rebound answer is what gets checked.
+      await d.evict(PRIVATE_OK);
+      await expect(get(d, PRIVATE_OK, `http://rebind.test:${v4.port}/second`)).rejects.toMatchObject({ code: 'egress_denied' });
+      expect(calls).toEqual(['rebind.test', 'rebind.test']);
+      expect(v4.hits.length).toBe(before + 1);
     } finally {
       await d.close();
     }
