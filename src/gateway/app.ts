@@ -4,6 +4,9 @@ import { createHttpServer } from '../http/server.js';
 import { registerHealthRoutes } from '../health/routes.js';
 import { errorRegistry, isGatehouseError } from '../errors/registry.js';
 import type { Services } from '../runtime/services.js';
+import { buildGovernanceRuntime } from '../runtime/governance.js';
+import { registerProxyRoutes } from './proxy/route.js';
+import { registerStatsRoute } from './stats.js';
 
 export async function buildGatewayApp(services: Services): Promise<FastifyInstance> {
   const { config } = services;
@@ -17,6 +20,9 @@ export async function buildGatewayApp(services: Services): Promise<FastifyInstan
   });
   setGatewayErrorHandler(app);
   registerHealthRoutes(app, services.readiness, { details: config.observability.readiness_details });
+  const governance = await buildGovernanceRuntime(services);
+  registerStatsRoute(app, services, governance);
+  registerProxyRoutes(app, { pipeline: governance.deps, auditor: services.auditor, requestBodyBytes: config.gateway.limits.request_body_bytes });
   return app;
 }
 

@@ -1,0 +1,83 @@
+// The approval queue's intake: a write the pipeline holds back is stored encrypted with a redacted preview, and answered 202 with its id (spec §3).
+import { sql } from 'kysely';
+import { GatehouseError } from '../errors/registry.js';
+import type { Db } from '../store/repos/util.js';
+import type { PiiScanner } from '../governance/pii/index.js';
+import type { ApprovalQueue, ApprovalTicket, GovernedRequest } from '../pipeline/context.js';
+import { FORWARDED_REQUEST_HEADERS } from '../pipeline/http.js';
+import type { PayloadCipher } from './crypto.js';
+
+const PREVIEW_CHARS = 512;
+
+/** The original request as it will be executed on approval; only ever stored encrypted. */
+export type StoredRequest =
+  | { kind: 'http'; method: string; url: string; path: string; query: string; headers: Record<string, string>; body_b64: string | null }
+  | { kind: 'sql'; sql: string; params: unknown[] };
+
+export interface ApprovalIntakeOptions {
+  db: Db;
+  cipher: PayloadCipher;
+  pii: PiiScanner;
+  expirySeconds: number;
+  maxRequestBytes: number;
+}
+
+function storedRequestOf(req: GovernedRequest): StoredRequest {
+  const a = req.action;
+  if (a.kind === 'sql') return { kind: 'sql', sql: a.sql, params: [...a.params] };
+  const headers: Record<string, string> = {};
+  for (const name of FORWARDED_REQUEST_HEADERS) if (a.headers[name] !== undefined) headers[name] = a.headers[name]!;
+  const t = req.httpTarget!;
+  return { kind: 'http', method: a.method, url: t.url.toString(), path: t.path, query: t.query, headers, body_b64: a.body ? a.body.toString('base64') : null };
+}
+
+/** What approvers see: SQL with literals replaced, or the method and path; never a query string, header or raw body. */
+function summaryOf(req: GovernedRequest): string {
+  if (req.action.kind === 'sql') return req.sql?.normalized ?? '(statement)';
+  return `${req.action.method} ${req.httpTarget!.path}`;
+}
+
+function previewOf(req: GovernedRequest, pii: PiiScanner): string | null {
+  if (req.action.kind !== 'http' || !req.action.body || req.action.body.length === 0) return null;
+  const text = req.action.body.subarray(0, 64 * 1024).toString('utf8');
+  let redacted: string;
+  try {
+    redacted = JSON.stringify(pii.scanJson(JSON.parse(text), { mode: 'deep' }).value);
+  } catch {
+    redacted = pii.scanText(text, { mode: 'deep' }).text;
+  }
+  return redacted.length > PREVIEW_CHARS ? `${redacted.slice(0, PREVIEW_CHARS)}…` : redacted;
+}
+
+export class ApprovalIntake implements ApprovalQueue {
+  constructor(private readonly opts: ApprovalIntakeOptions) {}
+
+  async enqueue(req: Parameters<ApprovalQueue['enqueue']>[0]): Promise<ApprovalTicket> {
+    const stored = Buffer.from(JSON.stringify(storedRequestOf(req)));
+    if (stored.length > this.opts.maxRequestBytes) throw new GatehouseError('payload_too_large', 'The request is too large to be held for approval.');
+    const metadata = {
+      channel: req.channel,
+      request_id: req.requestId,
+      operation: req.operation ?? null,
+      tables: [...(req.tables ?? [])],
+      risk_reasons: req.risk.reasons,
+      policy_ids: req.policyDecision?.matched_policies.map((p) => p.id) ?? [],
+      role_key: req.roleDecision?.role_key ?? null,
+      preview: previewOf(req, this.opts.pii),
+    };
+    const row = await this.opts.db
+      .insertInto('approvals')
+      .values({
+        identity_id: req.identity.id,
+        source_id: req.source.source_id,
+        sql_text: summaryOf(req),
+        request_payload: this.opts.cipher.encrypt(stored),
+        risk_level: req.risk.level,
+        expires_at: sql<Date>`now() + make_interval(secs => ${this.opts.expirySeconds})`,
+        request_metadata: JSON.stringify(metadata),
+      } as never)
+      .returning(['id', 'expires_at'])
+      .executeTakeFirstOrThrow();
+    return { id: row.id, state: 'pending', expires_at: new Date(row.expires_at as unknown as string).toISOString() };
+  }
+}

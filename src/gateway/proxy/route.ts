@@ -1,0 +1,105 @@
+// The HTTP proxy front door (spec §4 "HTTP proxy"): translates a request into the governed pipeline and its outcome back into HTTP; it decides nothing itself.
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { GatehouseError, isGatehouseError } from '../../errors/registry.js';
+import type { Auditor } from '../../audit/context.js';
+import { auditDecision } from '../../pipeline/run.js';
+import { runHttpPipeline, type HttpExecution, type HttpOutcome, type HttpPipelineDeps } from '../../pipeline/http.js';
+
+const PROXY_METHODS = ['GET', 'POST', 'PUT', 'PATCH', 'DELETE'] as const;
+const SOURCE_ID = /^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$/;
+
+export interface ProxyRouteDeps {
+  pipeline: HttpPipelineDeps;
+  auditor: Auditor;
+  requestBodyBytes: number;
+}
+
+function headerMap(req: FastifyRequest): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const [name, value] of Object.entries(req.headers)) {
+    if (value === undefined) continue;
+    out[name] = Array.isArray(value) ? value.join(', ') : value;
+  }
+  return out;
+}
+
+function errorBody(err: GatehouseError, requestId: string) {
+  return { error: err.code, message: err.message, request_id: requestId };
+}
+
+export function registerProxyRoutes(app: FastifyInstance, deps: ProxyRouteDeps): void {
+  void app.register(async (scope) => {
+    // Bodies are opaque bytes here: the proxy forwards them, it never parses them for the upstream.
+    scope.removeAllContentTypeParsers();
+    scope.addContentTypeParser('*', { parseAs: 'buffer', bodyLimit: deps.requestBodyBytes }, (_req, body, done) => done(null, body));
+
+    const handler = async (req: FastifyRequest<{ Params: { source_id: string } }>, reply: FastifyReply) => {
+      const audit = deps.auditor.begin({
+        channel: 'http',
+        request_id: req.id,
+        client_ip: req.ip,
+        method: req.method,
+        source_id: SOURCE_ID.test(req.params.source_id) ? req.params.source_id : null,
+        bytes_in: Buffer.isBuffer(req.body) ? req.body.length : 0,
+      });
+      const exec: HttpExecution = {
+        channel: 'http',
+        requestId: req.id,
+        clientIp: req.ip,
+        sourceId: req.params.source_id,
+        credential: { kind: 'bearer', authorization: req.headers.authorization },
+        action: { kind: 'http', method: req.method, rawTarget: req.raw.url ?? req.url, headers: headerMap(req), body: Buffer.isBuffer(req.body) && req.body.length > 0 ? req.body : null },
+        audit,
+      };
+
+      let outcome: HttpOutcome | undefined;
+      let failure: unknown;
+      try {
+        if (!SOURCE_ID.test(req.params.source_id)) throw new GatehouseError('unknown_source');
+        outcome = await runHttpPipeline(exec, deps.pipeline);
+      } catch (err) {
+        failure = err;
+      }
+
+      const error = failure === undefined ? undefined : isGatehouseError(failure) ? failure : new GatehouseError('internal', undefined, { cause: failure });
+      if (error?.code === 'internal') req.log.error({ err: failure }, 'proxy request failed');
+      else if (error?.code === 'upstream_failed') req.log.warn({ err: failure, source_id: exec.sourceId }, 'upstream request failed');
+
+      const status = error ? error.spec.http : outcome!.kind === 'queued' ? 202 : outcome!.kind === 'respond' ? outcome!.response.status : 500;
+      const body: Buffer | object =
+        error ? errorBody(error, req.id)
+        : outcome!.kind === 'queued' ? { error: 'approval_required', message: 'The request is waiting for approval.', approval_id: outcome!.approval.id, approval_state: outcome!.approval.state, request_id: req.id }
+        : (outcome as { response: { body: Buffer } }).response.body;
+
+      const bytesOut = Buffer.isBuffer(body) ? body.length : 0;
+      const finalFields = {
+        status: req.raw.destroyed ? 499 : status,
+        decision: auditDecision({ outcome, error }),
+        error_code: error?.code ?? null,
+        cache: exec.cacheOutcome ?? null,
+        redactions: exec.redactions ?? 0,
+        bytes_out: bytesOut,
+      };
+      try {
+        // Strict durability: the answer leaves only once its audit entry is durable (issue 5).
+        if (req.raw.destroyed) await audit.endOnAbort(finalFields);
+        else await audit.end(finalFields);
+      } catch (auditErr) {
+        const unavailable = isGatehouseError(auditErr) ? auditErr : new GatehouseError('audit_unavailable');
+        return reply.code(unavailable.spec.http).send(errorBody(unavailable, req.id));
+      }
+
+      if (error?.retryAfterSeconds !== undefined) void reply.header('retry-after', String(error.retryAfterSeconds));
+      if (outcome?.kind === 'respond') {
+        void reply.headers(outcome.response.headers);
+        if (exec.cacheOutcome) void reply.header('x-gatehouse-cache', exec.cacheOutcome);
+        return reply.code(status).send(outcome.response.body);
+      }
+      return reply.code(status).type('application/json; charset=utf-8').send(body);
+    };
+
+    for (const url of ['/proxy/:source_id', '/proxy/:source_id/*']) {
+      scope.route({ method: [...PROXY_METHODS], url, handler, exposeHeadRoute: false });
+    }
+  });
+}

@@ -1,0 +1,34 @@
+// GET /stats on the gateway: cache counters, active connections, registered sources, circuits and audit depth; authenticated unless observability.public_stats_enabled.
+import type { FastifyInstance } from 'fastify';
+import { authenticateAdminToken } from '../admin/auth/tokens.js';
+import type { Services } from '../runtime/services.js';
+import type { GovernanceRuntime } from '../runtime/governance.js';
+
+export function registerStatsRoute(app: FastifyInstance, services: Services, governance: GovernanceRuntime): void {
+  let active = 0;
+  app.server.on('connection', (socket) => {
+    active += 1;
+    socket.once('close', () => {
+      active -= 1;
+    });
+  });
+
+  app.get('/stats', async (req) => {
+    if (!services.config.observability.public_stats_enabled) {
+      // Operators read stats with an admin API token; an agent key is accepted too, since agents may watch their own gateway's health.
+      const header = req.headers.authorization;
+      const token = header?.startsWith('Bearer ') ? header.slice(7).trim() : '';
+      const admin = token.startsWith('gha_') ? await authenticateAdminToken(services.db, token).catch(() => null) : null;
+      if (!admin) await governance.deps.authenticate(header);
+    }
+    const sources = services.registry.list();
+    return {
+      cache: governance.cache.stats(),
+      connections: { active },
+      sources: { registered: sources.length, enabled: sources.filter((s) => s.enabled).length },
+      circuits: governance.circuits.states(),
+      audit: services.audit.stats(),
+      policies: { version: services.policies.version() },
+    };
+  });
+}

@@ -1,0 +1,109 @@
+// The GovernedRequest every front door builds, the dependencies the stages use, and the outcomes a stage may end a request with.
+import type { AuditContext } from '../audit/context.js';
+import type { AgentIdentity } from '../identity/index.js';
+import type { RegisteredSource } from '../registry/sources.js';
+import type { SourceRoleDecision, Grant, SourceRole } from '../governance/source-roles.js';
+import type { CompiledPolicySet, Decision, Operation } from '../governance/policy/index.js';
+import type { SqlClassification, SqlClassifier } from '../governance/sql/index.js';
+import type { PiiScanner } from '../governance/pii/index.js';
+import type { RiskAssessment } from '../governance/risk.js';
+import type { RateLimiter } from '../ratelimit/limiter.js';
+import type { Logger } from '../observability/logger.js';
+import type { Config } from '../config/index.js';
+
+export type Channel = 'http' | 'pgwire' | 'mcp';
+
+/** What the agent asks for, in the terms of its source type. */
+export type GovernedAction =
+  | {
+      readonly kind: 'http';
+      readonly method: string;
+      /** The request target exactly as received, for path validation (never a decoded form). */
+      readonly rawTarget: string;
+      /** Request headers, lower-cased names; only the allowlist of spec §4 rule 6 ever goes upstream. */
+      readonly headers: Readonly<Record<string, string>>;
+      readonly body: Buffer | null;
+    }
+  | {
+      readonly kind: 'sql';
+      readonly sql: string;
+      readonly params: readonly unknown[];
+    };
+
+/** How the identity is established: a bearer credential to verify, or an identity the front door already authenticated (the wire listener at login). */
+export type Credential = { readonly kind: 'bearer'; readonly authorization: string | undefined } | { readonly kind: 'authenticated'; readonly identity: AgentIdentity };
+
+/** The resolved HTTP target (after source resolution): where the request would go, and the path the rules match. */
+export interface HttpTarget {
+  readonly url: URL;
+  /** The path beneath the source's base URL, starting with "/", as role and policy globs see it. */
+  readonly path: string;
+  readonly query: string;
+}
+
+export interface ApprovalTicket {
+  readonly id: number;
+  readonly state: 'pending';
+  readonly expires_at: string;
+}
+
+/**
+ * One agent request as it passes the stages. Front doors fill the first block; each stage fills
+ * its own field, so a later stage can rely on every earlier one having run.
+ */
+export interface GovernedRequest {
+  readonly channel: Channel;
+  readonly requestId: string;
+  readonly clientIp: string | null;
+  readonly sourceId: string;
+  readonly credential: Credential;
+  readonly action: GovernedAction;
+  readonly audit: AuditContext;
+  /**
+   * Set only when an approved request executes: every check runs again (identity, grant, policy, egress),
+   * but the approval stage lets it through instead of queueing it a second time.
+   */
+  readonly preApproved?: { readonly approvalId: number };
+
+  identity?: AgentIdentity;
+  source?: RegisteredSource;
+  httpTarget?: HttpTarget;
+  sql?: SqlClassification & { ok: true };
+  operation?: Operation;
+  tables?: readonly string[];
+  columns?: readonly string[];
+  roleDecision?: SourceRoleDecision;
+  policyDecision?: Decision;
+  risk?: RiskAssessment;
+  approval?: ApprovalTicket;
+}
+
+/** Stores a pending approval and its original request (the approvals module implements it). */
+export interface ApprovalQueue {
+  enqueue(req: GovernedRequest & { identity: AgentIdentity; source: RegisteredSource; risk: RiskAssessment }): Promise<ApprovalTicket>;
+}
+
+export interface PipelineDeps {
+  readonly config: Readonly<Config>;
+  readonly log: Logger;
+  authenticate(authorization: string | undefined): Promise<AgentIdentity>;
+  lookupSource(sourceId: string): RegisteredSource | undefined;
+  /** Grants and roles of the identity on the source; callers may cache by grant version. */
+  roleContext(identity: AgentIdentity, sourceId: string): Promise<{ grants: readonly Grant[]; roles: readonly SourceRole[] }>;
+  policies(): CompiledPolicySet;
+  readonly rateLimiter: RateLimiter;
+  readonly sql: SqlClassifier;
+  readonly pii: PiiScanner;
+  readonly approvals: ApprovalQueue;
+}
+
+/** How a stage ends a request early, short of an error (errors are thrown as GatehouseError). */
+export type StageOutcome = { readonly kind: 'queued'; readonly approval: ApprovalTicket };
+
+/** A stage: resolves to nothing to let the next stage run, or to an outcome that ends the request. */
+export type Stage<R extends GovernedRequest = GovernedRequest, D = PipelineDeps, O = StageOutcome> = {
+  readonly name: string;
+  run(req: R, deps: D): Promise<O | void> | O | void;
+};
+
+export const isWriteOperation = (op: Operation | undefined): boolean => op !== undefined && op !== 'read';

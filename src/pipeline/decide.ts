@@ -1,0 +1,191 @@
+// The decision stages shared by every front door (spec §4 steps 1–5): input, identity, source, source role, policy, rate limit, risk and approval.
+import { GatehouseError } from '../errors/registry.js';
+import { sourceRoleDecision, type SourceRoleRequest } from '../governance/source-roles.js';
+import { evaluate, type Operation } from '../governance/policy/index.js';
+import { approvalVerdict, assessRisk } from '../governance/risk.js';
+import { resolveProxyTarget } from '../gateway/proxy/path.js';
+import type { GovernedRequest, PipelineDeps, Stage } from './context.js';
+import { isWriteOperation } from './context.js';
+
+/** Any syntactically valid base works for the first, source-independent path check of step 1. */
+const PLACEHOLDER_BASE = 'https://source.invalid/';
+
+const HTTP_METHODS = new Set(['GET', 'POST', 'PUT', 'PATCH', 'DELETE']);
+
+/** Step 1: encoding, path and SQL are validated before anything is looked up. */
+export const validateInput: Stage = {
+  name: 'validate_input',
+  run(req, deps) {
+    const a = req.action;
+    if (a.kind === 'http') {
+      if (!HTTP_METHODS.has(a.method)) throw new GatehouseError('invalid_request', `Method ${a.method} is not offered by the proxy.`);
+      const checked = resolveProxyTarget({ rawUrl: a.rawTarget, sourceId: req.sourceId, baseUrl: PLACEHOLDER_BASE });
+      if (!checked.ok) throw new GatehouseError('invalid_path', `The request path is not allowed (${checked.reason}).`);
+      req.operation = a.method === 'GET' ? 'read' : 'write';
+      return;
+    }
+    const classified = deps.sql.classify(a.sql);
+    if (!classified.ok) {
+      // Unparseable SQL is denied, never guessed (issue 4).
+      req.audit.addReason(classified.error.code);
+      throw new GatehouseError(classified.error.code === 'sql_too_long' ? 'payload_too_large' : 'sql_parse_error', classified.error.message);
+    }
+    req.sql = classified;
+    req.operation = classified.operation;
+    req.tables = classified.tables;
+    req.columns = classified.columns;
+  },
+};
+
+/** Step 2a: who is asking. Missing or invalid credentials are 401 before anything about the source is revealed. */
+export const authenticateIdentity: Stage = {
+  name: 'authenticate',
+  async run(req, deps) {
+    req.identity = req.credential.kind === 'authenticated' ? req.credential.identity : await deps.authenticate(req.credential.authorization);
+  },
+};
+
+/** Step 2b: the source must be registered, enabled and of a type that speaks the request's protocol. */
+export const resolveSource: Stage = {
+  name: 'resolve_source',
+  run(req, deps) {
+    const source = deps.lookupSource(req.sourceId);
+    // A disabled source answers like an unknown one, so agents cannot probe what exists.
+    if (!source || !source.enabled) throw new GatehouseError('unknown_source');
+    const wantsHttp = req.action.kind === 'http';
+    if (wantsHttp !== (source.source_type === 'http')) {
+      throw new GatehouseError('invalid_request', wantsHttp ? 'The source does not accept HTTP requests.' : 'The source does not accept SQL.');
+    }
+    req.source = source;
+    if (req.action.kind === 'http') {
+      const baseUrl = source.connection_config.base_url;
+      if (typeof baseUrl !== 'string') throw new GatehouseError('invalid_request', 'The source has no valid base URL configured.');
+      const target = resolveProxyTarget({ rawUrl: req.action.rawTarget, sourceId: req.sourceId, baseUrl });
+      if (!target.ok) throw new GatehouseError('invalid_path', `The request path is not allowed (${target.reason}).`);
+      req.httpTarget = { url: target.url, path: target.path, query: target.query };
+    }
+  },
+};
+
+/** Step 3: a source-role allow is required first; policy can never create access (spec rule 1). */
+export const checkSourceRole: Stage = {
+  name: 'source_role',
+  async run(req, deps) {
+    const identity = req.identity!;
+    const { grants, roles } = await deps.roleContext(identity, req.sourceId);
+    const request: SourceRoleRequest =
+      req.action.kind === 'http'
+        ? { kind: 'http', method: req.action.method, path: req.httpTarget!.path }
+        : { kind: 'sql', operation: req.operation!, tables: req.tables ?? [] };
+    const decision = sourceRoleDecision({ source_id: req.sourceId, identity_id: identity.id, grants, roles, now: new Date() }, request);
+    req.roleDecision = decision;
+    if (!decision.allowed) {
+      req.audit.addReason(`source_role: ${decision.reason}`);
+      throw new GatehouseError('forbidden', 'No source role allows this request.');
+    }
+  },
+};
+
+/** Step 4a: policies restrict and add obligations; the role decision is an input they cannot overturn. */
+export const applyPolicy: Stage = {
+  name: 'policy',
+  run(req, deps) {
+    const identity = req.identity!;
+    const http = req.action.kind === 'http' ? { method: req.action.method, path: req.httpTarget!.path } : {};
+    const decision = evaluate(deps.policies(), {
+      identity: { id: identity.id, roles: identity.roles, team: identity.team },
+      source_id: req.sourceId,
+      operation: req.operation as Operation,
+      ...http,
+      tables: req.tables ?? [],
+      columns: req.columns ?? [],
+      classification_tags: [],
+      roleDecision: { allowed: req.roleDecision!.allowed, reason: req.roleDecision!.reason },
+    });
+    req.policyDecision = decision;
+    if (decision.effect === 'deny') {
+      for (const r of decision.reasons) req.audit.addReason(r);
+      throw new GatehouseError('forbidden', 'A policy denies this request.');
+    }
+  },
+};
+
+/** Step 4b: every rate limit of every matching policy, shared across replicas through the coordination store. */
+export const enforceRateLimit: Stage = {
+  name: 'rate_limit',
+  async run(req, deps) {
+    const limits = req.policyDecision!.obligations.rate_limits;
+    if (limits.length === 0) return;
+    const result = await deps.rateLimiter.consumeAll({ identity_id: req.identity!.id, source_id: req.sourceId }, limits);
+    if (result.allowed) return;
+    if (result.reason === 'limiter_unavailable') {
+      // Fail closed: without the shared budget nobody can tell whether the limit still holds.
+      throw new GatehouseError('unavailable', 'The rate limiter is unavailable.', { retryAfterSeconds: result.retryAfterSeconds });
+    }
+    req.audit.addReason(`rate_limit: policy ${result.policy_id}`);
+    throw new GatehouseError('rate_limited', undefined, { retryAfterSeconds: result.retryAfterSeconds });
+  },
+};
+
+/** Step 5: classify write risk and queue for a human when role, policy or risk says so. */
+export const queueRiskyWrites: Stage = {
+  name: 'approval',
+  async run(req, deps) {
+    const risk =
+      req.action.kind === 'http'
+        ? assessRisk({ kind: 'http', method: req.action.method })
+        : assessRisk({
+            kind: 'sql',
+            operation: req.operation!,
+            statementKinds: req.sql!.statements.map((s) => s.kind),
+            unboundedWrite: req.sql!.traps.includes('unbounded_write'),
+            multiStatement: req.sql!.multiStatement,
+          });
+    req.risk = risk;
+    const verdict = approvalVerdict({
+      isWrite: isWriteOperation(req.operation),
+      policyEffect: req.policyDecision!.effect,
+      roleApproval: req.roleDecision!.approval,
+      risk,
+    });
+    if (!verdict.required) return;
+    if (req.preApproved) {
+      req.audit.addReason(`approval: executed as approval ${req.preApproved.approvalId}`);
+      return;
+    }
+    req.audit.addReason(`approval: ${verdict.reason}`);
+    // The stored request is an audit-worthy event: in strict mode it is refused unless its entry can be recorded.
+    req.audit.admit();
+    const ticket = await deps.approvals.enqueue(req as Parameters<PipelineDeps['approvals']['enqueue']>[0]);
+    req.approval = ticket;
+    return { kind: 'queued', approval: ticket };
+  },
+};
+
+/** Spec §4 steps 1–5 in order; every front door runs exactly this list before anything executes. */
+export const decisionStages: readonly Stage[] = [
+  validateInput,
+  authenticateIdentity,
+  resolveSource,
+  checkSourceRole,
+  applyPolicy,
+  enforceRateLimit,
+  queueRiskyWrites,
+];
+
+/** The audit fields known from the stages that have run (identity, source, decision trail). */
+export function auditFieldsOf(req: GovernedRequest): Record<string, unknown> {
+  const d = req.policyDecision;
+  return {
+    identity_id: req.identity?.id ?? null,
+    source_id: req.source?.source_id ?? req.sourceId,
+    operation: req.operation ?? null,
+    method: req.action.kind === 'http' ? req.action.method : null,
+    path: req.httpTarget?.path ?? null,
+    sql_fingerprint: req.sql?.fingerprint ?? null,
+    sql_normalized: req.sql?.normalized ?? null,
+    tables: [...(req.tables ?? [])],
+    policy_ids: d ? d.matched_policies.map((p) => p.id) : [],
+    approval_id: req.approval?.id ?? req.preApproved?.approvalId ?? null,
+  };
+}

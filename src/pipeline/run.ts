@@ -1,0 +1,28 @@
+// Runs an ordered list of stages over one request and keeps its audit entry in step; the front door ends the entry with what it answered.
+import { isGatehouseError, type ErrorCode } from '../errors/registry.js';
+import type { AuditDecision } from '../audit/entry.js';
+import { auditFieldsOf } from './decide.js';
+import type { GovernedRequest, Stage, StageOutcome } from './context.js';
+
+/** Runs the stages in order; the first outcome (or thrown error) ends the run. */
+export async function runStages<R extends GovernedRequest, D, O = StageOutcome>(stages: readonly Stage<R, D, O>[], req: R, deps: D): Promise<O | undefined> {
+  try {
+    for (const stage of stages) {
+      const outcome = await stage.run(req, deps);
+      if (outcome) return outcome;
+    }
+    return undefined;
+  } finally {
+    req.audit.set(auditFieldsOf(req));
+  }
+}
+
+/** Errors that are governance refusals (recorded as `deny`) rather than failures (`error`). */
+const DENIALS: ReadonlySet<ErrorCode> = new Set<ErrorCode>(['unauthenticated', 'forbidden', 'egress_denied', 'unknown_source', 'rate_limited', 'invalid_path', 'sql_parse_error']);
+
+/** The audit decision for how a request ended. */
+export function auditDecision(result: { outcome?: { readonly kind: string } | undefined; error?: unknown }): AuditDecision {
+  if (result.error !== undefined) return isGatehouseError(result.error) && DENIALS.has(result.error.code) ? 'deny' : 'error';
+  if (result.outcome?.kind === 'queued') return 'require_approval';
+  return 'allow';
+}

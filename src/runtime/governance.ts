@@ -1,0 +1,107 @@
+// The governance runtime of a gateway or admin process: built once, it gives every front door (and approval execution) the same pipeline dependencies.
+import { LRUCache } from 'lru-cache';
+import { initSqlParser, SqlClassifier } from '../governance/sql/index.js';
+import { createPiiScanner, piiOptionsFromConfig, type PiiScanner } from '../governance/pii/index.js';
+import type { Grant, SourceRole } from '../governance/source-roles.js';
+import { RateLimiter } from '../ratelimit/limiter.js';
+import { createEgressDispatcher, type EgressDispatcher } from '../egress/agent.js';
+import { CircuitRegistry } from '../egress/circuit.js';
+import { SourceGenerations, storeDurableGenerations } from '../cache/generations.js';
+import { GovernedCache } from '../cache/governed-cache.js';
+import { authenticateAgent, agentAuthDeps, type AgentIdentity } from '../identity/index.js';
+import { loadSourceRoleContext } from '../store/repos/grants.js';
+import { PayloadCipher } from '../approvals/crypto.js';
+import { ApprovalIntake } from '../approvals/queue.js';
+import type { HttpPipelineDeps } from '../pipeline/http.js';
+import type { Services } from './services.js';
+
+export interface GovernanceRuntime {
+  readonly pii: PiiScanner;
+  readonly sql: SqlClassifier;
+  readonly rateLimiter: RateLimiter;
+  readonly egress: EgressDispatcher;
+  readonly circuits: CircuitRegistry;
+  readonly generations: SourceGenerations;
+  readonly cache: GovernedCache;
+  readonly cipher: PayloadCipher;
+  /** The dependencies of the HTTP pipeline (a superset of what the SQL front doors need). */
+  readonly deps: HttpPipelineDeps;
+}
+
+type RoleContext = { grants: readonly Grant[]; roles: readonly SourceRole[] };
+
+/** Role contexts by identity, source and grant version: any grant or role change advances the version, so a cached context is never stale. */
+function cachedRoleContexts(services: Services): (identity: AgentIdentity, sourceId: string) => Promise<RoleContext> {
+  const cache = new LRUCache<string, RoleContext>({ max: 10_000, ttl: 30_000 });
+  return async (identity, sourceId) => {
+    const key = `${identity.id}\u0000${sourceId}\u0000${identity.grant_version}`;
+    const hit = cache.get(key);
+    if (hit) return hit;
+    const loaded = await loadSourceRoleContext(services.db, identity.id, sourceId);
+    const ctx: RoleContext = loaded ? { grants: loaded.grants, roles: loaded.roles } : { grants: [], roles: [] };
+    // Only cache what was read at the version the request carries; a newer read says the identity's key session is behind.
+    if (!loaded || loaded.grant_version === identity.grant_version) cache.set(key, ctx);
+    return ctx;
+  };
+}
+
+export async function buildGovernanceRuntime(services: Services): Promise<GovernanceRuntime> {
+  const { config, log } = services;
+  await initSqlParser();
+  const sql = new SqlClassifier({ maxLength: config.gateway.limits.sql_bytes });
+  const pii = createPiiScanner(piiOptionsFromConfig(config.pii));
+  const rateLimiter = new RateLimiter({ redis: services.coord.redisClient(), keyPrefix: `${services.coord.keyPrefix}rate` });
+  const allowPrivate = new Set(config.gateway.egress.allow_private_sources);
+  const egressLog = log.child({ component: 'egress' });
+  const egress = createEgressDispatcher({
+    allowPrivate: (sourceId) => allowPrivate.has(sourceId),
+    connectTimeoutMs: config.gateway.timeouts.upstream_connect_ms,
+    // Private egress is an operator exception (spec §4 rule 5): every use is logged with the source that used it.
+    onDecision: (d) => {
+      if (!d.allowed) egressLog.warn({ source_id: d.sourceId, host: d.hostname, range: d.range }, 'egress refused');
+      else if (d.privateOverride) egressLog.info({ source_id: d.sourceId, host: d.hostname, range: d.range }, 'private egress allowed by gateway.egress.allow_private_sources');
+    },
+  });
+  services.onClose(() => egress.close());
+  const circuits = new CircuitRegistry({ failureThreshold: config.gateway.circuit.failure_threshold, halfOpenAfterMs: config.gateway.circuit.half_open_after_ms });
+  const generations = new SourceGenerations({
+    coord: services.coord,
+    durable: storeDurableGenerations(services.db),
+    bus: services.invalidation,
+    namespace: config.cache.generation_namespace,
+    log: log.child({ component: 'generations' }),
+  });
+  const cache = new GovernedCache({
+    coord: services.coord,
+    generations,
+    bus: services.invalidation,
+    config: config.cache,
+    log: log.child({ component: 'cache' }),
+    maxEntryBytes: Math.min(config.gateway.limits.response_body_bytes, 8 * 1024 * 1024),
+  });
+  services.onClose(async () => {
+    await cache.close();
+    await generations.close();
+  });
+  const cipher = new PayloadCipher(services.secrets.get('approvals.encryption_key_ref'));
+  const approvals = new ApprovalIntake({ db: services.db, cipher, pii, expirySeconds: config.approvals.expiry_seconds, maxRequestBytes: config.approvals.max_request_bytes });
+  const authDeps = agentAuthDeps(services);
+
+  const deps: HttpPipelineDeps = {
+    config,
+    log: log.child({ component: 'pipeline' }),
+    authenticate: (authorization) => authenticateAgent(authDeps, authorization),
+    lookupSource: (sourceId) => services.registry.get(sourceId),
+    roleContext: cachedRoleContexts(services),
+    policies: () => services.policies.current(),
+    rateLimiter,
+    sql,
+    pii,
+    approvals,
+    egress,
+    circuits,
+    cache,
+    resolveSecretRef: (ref) => services.resolveSecretRef(ref),
+  };
+  return { pii, sql, rateLimiter, egress, circuits, generations, cache, cipher, deps };
+}
