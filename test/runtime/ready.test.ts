@@ -1,7 +1,7 @@
 // /ready follows its dependencies: a stopped Redis turns it 503 naming redis, a pending migration names migrations, and both recover.
 import { afterEach, describe, expect, it } from 'vitest';
 import { startRedisServer, type RedisServerHandle } from '../support/redis-server.js';
-import { startTestService, type TestService } from '../support/service.js';
+import { startTestService } from '../support/service.js';
 import { createTestDatabase, type TestDatabase } from '../support/pg.js';
 import { migrateToLatest } from '../../src/store/migrate.js';
 

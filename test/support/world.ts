@@ -13,13 +13,7 @@ export interface Answer {
 
 export async function answer(res: Response): Promise<Answer> {
   const text = await res.text();
-  let json: unknown = null;
-  try {
-    json = JSON.parse(text);
-  } catch {
-    json = null;
-  }
-  return { status: res.status, text, json, headers: res.headers };
+  return { status: res.status, text, json: parseJson(text), headers: res.headers };
 }
 
 /** Signs in as the bootstrap owner and creates an admin API token (Bearer, CSRF-exempt). */
@@ -121,12 +115,7 @@ export function rawRequest(baseUrl: string, method: string, rawTarget: string, h
       res.on('data', (c: Buffer) => chunks.push(c));
       res.on('end', () => {
         const text = Buffer.concat(chunks).toString('utf8');
-        let json: unknown = null;
-        try {
-          json = JSON.parse(text);
-        } catch {
-          json = null;
-        }
+        const json = parseJson(text);
         const h = new Headers();
         for (const [k, v] of Object.entries(res.headers)) if (v !== undefined) h.set(k, Array.isArray(v) ? v.join(', ') : v);
         resolve({ status: res.statusCode ?? 0, text, json, headers: h });
@@ -135,4 +124,12 @@ export function rawRequest(baseUrl: string, method: string, rawTarget: string, h
     req.on('error', reject);
     req.end(body);
   });
+}
+
+function parseJson(text: string): unknown {
+  try {
+    return JSON.parse(text);
+  } catch {
+    return null;
+  }
 }
