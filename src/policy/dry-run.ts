@@ -2,15 +2,14 @@
 import { z } from 'zod';
 import { evaluate, HTTP_METHODS, OPERATIONS } from '../governance/policy/index.js';
 import type { CompiledPolicySet, Decision, Operation } from '../governance/policy/index.js';
-import { roleRulesSchema, sourceRoleDecision } from '../governance/source-roles.js';
-import type { Grant, SourceRole, SourceRoleDecision, SourceRoleRequest } from '../governance/source-roles.js';
+import { sourceRoleDecision } from '../governance/source-roles.js';
+import type { SourceRoleDecision, SourceRoleRequest } from '../governance/source-roles.js';
 import type { SqlClassification } from '../governance/sql/types.js';
 import { GatehouseError } from '../errors/registry.js';
 import { validationError } from '../admin/api/validation.js';
 import { getDataSourceBySourceId } from '../store/repos/data-sources.js';
-import { listGrantsForIdentity } from '../store/repos/grants.js';
+import { loadSourceRoleContext } from '../store/repos/grants.js';
 import { getIdentityById } from '../store/repos/identities.js';
-import { listSourceRoles } from '../store/repos/source-roles.js';
 import type { Db } from '../store/repos/util.js';
 import { splitList } from './compat.js';
 
@@ -86,23 +85,6 @@ export interface DryRunDeps {
   now?: () => Date;
 }
 
-/**
- * Loads what the source-role decision needs for one identity and source: the identity's grants on the
- * source and the source's roles, in the engine's shapes. A role whose stored rules do not validate
- * counts as disabled (it can never allow). Local to the dry-run until a shared loader exists.
- */
-export async function loadSourceRoleContext(db: Db, identityId: number, sourceId: string): Promise<{ grants: Grant[]; roles: SourceRole[] }> {
-  const [grantRows, roleRows] = await Promise.all([listGrantsForIdentity(db, identityId), listSourceRoles(db, sourceId)]);
-  const grants: Grant[] = grantRows
-    .filter((g) => g.source_id === sourceId)
-    .map((g) => ({ id: g.id, identity_id: g.identity_id, source_id: g.source_id, role_id: g.role_id, role_key: g.role_key, enabled: g.enabled, expires_at: g.expires_at === null ? null : new Date(g.expires_at), granted_by: g.granted_by }));
-  const roles: SourceRole[] = roleRows.map((r) => {
-    const rules = roleRulesSchema.safeParse(r.rules ?? {});
-    return { id: r.id, source_id: r.source_id, role_key: r.role_key, description: r.description, enabled: r.enabled && rules.success, rules: rules.success ? rules.data : { http: [], sql: [] } };
-  });
-  return { grants, roles };
-}
-
 function readOrWrite(method: string): Operation {
   return method === 'GET' ? 'read' : 'write';
 }
@@ -152,7 +134,7 @@ export async function dryRun(deps: DryRunDeps, req: DryRunRequest): Promise<DryR
   }
 
   const ctx = await loadSourceRoleContext(deps.db, identity.id, req.source_id);
-  const roleDecision = sourceRoleDecision({ source_id: req.source_id, identity_id: identity.id, grants: ctx.grants, roles: ctx.roles, now: deps.now?.() ?? new Date() }, roleRequest);
+  const roleDecision = sourceRoleDecision({ source_id: req.source_id, identity_id: identity.id, grants: ctx?.grants ?? [], roles: ctx?.roles ?? [], now: deps.now?.() ?? new Date() }, roleRequest);
   const decision = evaluate(set, {
     identity: { id: identity.id, roles: identity.roles, team: identity.team },
     source_id: req.source_id,
