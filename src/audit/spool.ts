@@ -131,6 +131,8 @@ export class AuditSpool {
   #bytes = 0;
   #entries = 0;
   #corrupt = 0;
+  /** An append was refused for lack of room; cleared when an append fits again or replay frees space. */
+  #refusedFull = false;
   #initialized = false;
   #lastError: string | null = null;
   #pending: Pending[] = [];
@@ -166,7 +168,7 @@ export class AuditSpool {
   }
   /** Whether an append of a small record would be attempted (not known broken, not full). */
   get available(): boolean {
-    return this.#lastError === null && !this.full;
+    return this.#lastError === null && !this.full && !this.#refusedFull;
   }
 
   /** Creates the directory, takes the lock and counts what earlier processes left. Safe to retry. */
@@ -257,8 +259,10 @@ export class AuditSpool {
     const accepted: Pending[] = [];
     let planned = this.#bytes;
     for (const p of batch) {
-      if (planned + p.bytes > this.maxBytes) p.reject(new SpoolFullError(`audit spool is full (${this.#bytes} of ${this.maxBytes} bytes)`));
-      else {
+      if (planned + p.bytes > this.maxBytes) {
+        this.#refusedFull = true;
+        p.reject(new SpoolFullError(`audit spool is full (${this.#bytes} of ${this.maxBytes} bytes)`));
+      } else {
         accepted.push(p);
         planned += p.bytes;
       }
@@ -291,6 +295,7 @@ export class AuditSpool {
       await writeChunk();
       await this.#active!.handle.datasync();
       this.#lastError = null;
+      this.#refusedFull = false;
       for (const p of accepted) p.resolve();
     } catch (error) {
       this.#lastError = (error as NodeJS.ErrnoException).code ?? 'io_error';
@@ -374,6 +379,7 @@ export class AuditSpool {
         this.#segments = this.#segments.filter((s) => s !== seg);
         this.#bytes -= seg.bytes;
         this.#entries -= seg.entries;
+        this.#refusedFull = false;
       });
     }
     return consumed;

@@ -356,11 +356,12 @@ export class AuditWriter implements AuditPort {
       return;
     }
     for (;;) {
+      const before = this.#buffer.length;
       if (this.#buffer.length > 0) this.#kickFlush();
       if (this.#flushesInFlight > 0) await new Promise<void>((r) => this.#flushIdle.push(r));
       if (this.#buffer.length === 0 && this.#flushesInFlight === 0) return;
-      // Something could not be written anywhere: report instead of spinning.
-      if (!this.#pgUp && !this.#spool.available) return;
+      // No progress (nothing could take the entries): stop here instead of spinning; the timer retries.
+      if (this.#flushesInFlight === 0 && this.#buffer.length >= before) return;
     }
   }
 
