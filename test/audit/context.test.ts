@@ -1,0 +1,67 @@
+// The per-request emitter: one entry per request (second end ignored and logged), abort handling, and secret masking in admin changes.
+import { describe, expect, it } from 'vitest';
+import { Auditor, CLIENT_CLOSED_STATUS } from '../../src/audit/context.js';
+import { MemoryAuditSink } from '../../src/audit/port.js';
+import { assertValidEntry, auditChanges, newAuditId, sanitizeChanges } from '../../src/audit/entry.js';
+import { recordingLogger } from './support.js';
+
+describe('AuditContext', () => {
+  it('emits exactly one entry; a second end is a logged no-op; set after end is refused', async () => {
+    const sink = new MemoryAuditSink();
+    const logger = recordingLogger();
+    const auditor = new Auditor({ port: sink, logger });
+    const audit = auditor.begin({ channel: 'http', request_id: 'r1', identity_id: 5 });
+    audit.set({ source_id: 'orders', decision: 'allow' }).addReason('grant:reader');
+    await audit.end({ status: 200, bytes_out: 10 });
+    await audit.end({ status: 500 });
+    await audit.endOnAbort();
+    audit.set({ status: 418 });
+    expect(sink.entries).toHaveLength(1);
+    const [entry] = sink.entries;
+    expect(entry).toMatchObject({ id: audit.id, ts: audit.ts, status: 200, identity_id: 5, source_id: 'orders', reasons: ['grant:reader'], decision: 'allow' });
+    expect(entry!.duration_ms).toBeGreaterThanOrEqual(0);
+    assertValidEntry(entry!);
+    expect(logger.records.filter((r) => r.level === 'error')).toHaveLength(2);
+  });
+
+  it('endOnAbort records a client disconnect once', async () => {
+    const sink = new MemoryAuditSink();
+    const audit = new Auditor({ port: sink, logger: recordingLogger() }).begin({ channel: 'mcp', request_id: 'r2' });
+    await audit.endOnAbort();
+    expect(sink.entries[0]).toMatchObject({ status: CLIENT_CLOSED_STATUS, decision: 'error', error_code: 'client_closed' });
+  });
+
+  it('ids are UUIDv7 ordered by creation time', () => {
+    const a = newAuditId(1_000);
+    const b = newAuditId(2_000);
+    expect(a).toMatch(/^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/);
+    expect(a < b).toBe(true);
+  });
+
+  it('rejects malformed entries before they can poison a batch', () => {
+    const sink = new MemoryAuditSink();
+    const audit = new Auditor({ port: sink, logger: recordingLogger() }).begin({ channel: 'http', request_id: 'r3' });
+    expect(() => assertValidEntry({ ...audit.snapshot(), channel: 'smtp' as never })).toThrow(TypeError);
+    expect(() => assertValidEntry({ ...audit.snapshot(), status: -1 })).toThrow(/status/);
+  });
+});
+
+describe('sanitizeChanges', () => {
+  it('masks credentials at any depth, keeps references and harmless fields', () => {
+    const before = {
+      name: 'orders',
+      connection_config: { host: 'db', password: 'hunter2', password_ref: 'env:PG_PW', url: 'postgres://u:pw@db/x', sslmode: 'verify-full' },
+      api_key: 'gh_live_abc',
+      headers: [{ authorization: 'Bearer x' }],
+      token: '',
+      client_secret: null,
+    };
+    const out = sanitizeChanges(before) as typeof before;
+    expect(out.connection_config).toEqual({ host: 'db', password: '****', password_ref: 'env:PG_PW', url: 'postgres://u:****@db/x', sslmode: 'verify-full' });
+    expect(out.api_key).toBe('****');
+    expect(out.headers[0]!.authorization).toBe('****');
+    expect(out.token).toBe('');
+    expect(out.client_secret).toBeNull();
+    expect(JSON.stringify(auditChanges(before, { ...before, name: 'orders2' }))).not.toMatch(/hunter2|gh_live_abc|Bearer x|:pw@/);
+  });
+});
