@@ -27,11 +27,36 @@ function errorBody(err: GatehouseError, requestId: string) {
   return { error: err.code, message: err.message, request_id: requestId };
 }
 
+function bodyError(err: unknown): GatehouseError {
+  if (isGatehouseError(err)) return err;
+  const e = err as { statusCode?: number; code?: string };
+  if (e.statusCode === 413 || e.code === 'FST_ERR_CTP_BODY_TOO_LARGE') return new GatehouseError('payload_too_large');
+  if (e.statusCode !== undefined && e.statusCode >= 400 && e.statusCode < 500) return new GatehouseError('invalid_request');
+  return new GatehouseError('internal', undefined, { cause: err });
+}
+
+function sourceIdOf(req: FastifyRequest): string | null {
+  const id = (req.params as { source_id?: unknown } | undefined)?.source_id;
+  return typeof id === 'string' && SOURCE_ID.test(id) ? id : null;
+}
+
 export function registerProxyRoutes(app: FastifyInstance, deps: ProxyRouteDeps): void {
   void app.register(async (scope) => {
     // Bodies are opaque bytes here: the proxy forwards them, it never parses them for the upstream.
     scope.removeAllContentTypeParsers();
     scope.addContentTypeParser('*', { parseAs: 'buffer', bodyLimit: deps.requestBodyBytes }, (_req, body, done) => done(null, body));
+    // A body refused while it is read (413, malformed framing) never reaches the handler; it still gets its one audit entry.
+    scope.setErrorHandler(async (err, req, reply) => {
+      const error = bodyError(err);
+      const audit = deps.auditor.begin({ channel: 'http', request_id: req.id, client_ip: req.ip, method: req.method, source_id: sourceIdOf(req) });
+      try {
+        await audit.end({ status: error.spec.http, decision: auditDecision({ error }), error_code: error.code, bytes_out: 0 });
+      } catch (auditErr) {
+        const unavailable = isGatehouseError(auditErr) ? auditErr : new GatehouseError('audit_unavailable');
+        return reply.code(unavailable.spec.http).send(errorBody(unavailable, req.id));
+      }
+      return reply.code(error.spec.http).type('application/json; charset=utf-8').send(errorBody(error, req.id));
+    });
 
     const handler = async (req: FastifyRequest<{ Params: { source_id: string } }>, reply: FastifyReply) => {
       const audit = deps.auditor.begin({
@@ -72,8 +97,10 @@ export function registerProxyRoutes(app: FastifyInstance, deps: ProxyRouteDeps):
         : (outcome as { response: { body: Buffer } }).response.body;
 
       const bytesOut = Buffer.isBuffer(body) ? body.length : 0;
+      // The request stream is destroyed once its body has been read; only a closed socket means the client went away.
+      const clientGone = req.raw.socket?.destroyed === true;
       const finalFields = {
-        status: req.raw.destroyed ? 499 : status,
+        status: clientGone ? 499 : status,
         decision: auditDecision({ outcome, error }),
         error_code: error?.code ?? null,
         cache: exec.cacheOutcome ?? null,
@@ -82,7 +109,7 @@ export function registerProxyRoutes(app: FastifyInstance, deps: ProxyRouteDeps):
       };
       try {
         // Strict durability: the answer leaves only once its audit entry is durable (issue 5).
-        if (req.raw.destroyed) await audit.endOnAbort(finalFields);
+        if (clientGone) await audit.endOnAbort(finalFields);
         else await audit.end(finalFields);
       } catch (auditErr) {
         const unavailable = isGatehouseError(auditErr) ? auditErr : new GatehouseError('audit_unavailable');
