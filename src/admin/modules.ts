@@ -5,6 +5,7 @@ import type { Services } from '../runtime/services.js';
 import { adminAuthModule } from './auth/module.js';
 import { resourcesModule } from './api/resources.js';
 import { policyModule } from '../policy/routes.js';
+import { auditModule } from './api/audit.js';
 
 export interface AdminModuleContext {
   app: FastifyInstance;
@@ -15,4 +16,4 @@ export interface AdminModuleContext {
 export type AdminModule = (ctx: AdminModuleContext) => Promise<void> | void;
 
 /** Order matters: authentication first, so its hooks guard every route registered after it. */
-export const adminModules: AdminModule[] = [adminAuthModule, resourcesModule(), policyModule];
+export const adminModules: AdminModule[] = [adminAuthModule, resourcesModule(), policyModule, auditModule];
