@@ -37,7 +37,7 @@ describe('corrupted spool segments', () => {
       const second = Array.from({ length: 4 }, (_, i) => makeEntry({ request_id: `corrupt-b-${i}` }));
       const records = first.map(encodeRecord);
       // Flip one payload byte of record 4: its checksum no longer matches.
-      records[4]![RECORD_HEADER_BYTES + 10] ^= 0xff;
+      records[4]!.writeUInt8(records[4]!.readUInt8(RECORD_HEADER_BYTES + 10) ^ 0xff, RECORD_HEADER_BYTES + 10);
       await writeFile(path.join(spool.dir, 'segment-000000000001.spool'), Buffer.concat(records));
       // Second segment: three whole records, then the fourth torn in half (a crash mid-write).
       const torn = encodeRecord(second[3]!);
