@@ -1,8 +1,9 @@
 // The gateway's HTTP listener (spec §4 Gateway): health and readiness now; the proxy, MCP and stats routes register here as they land.
-import type { FastifyInstance } from 'fastify';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { createHttpServer } from '../http/server.js';
 import { registerHealthRoutes } from '../health/routes.js';
-import { errorRegistry, isGatehouseError } from '../errors/registry.js';
+import { errorRegistry, GatehouseError, isGatehouseError } from '../errors/registry.js';
+import { auditDecision } from '../pipeline/run.js';
 import type { Services } from '../runtime/services.js';
 import { buildGovernanceRuntime } from '../runtime/governance.js';
 import { registerProxyRoutes } from './proxy/route.js';
@@ -17,6 +18,7 @@ export async function buildGatewayApp(services: Services): Promise<FastifyInstan
     trustProxy: config.gateway.trust_proxy,
     idleTimeoutMs: config.gateway.timeouts.client_idle_ms,
     maxConnections: config.gateway.limits.max_connections,
+    frameworkErrors: (_err, req, reply) => void answerUndecodableUrl(services, req, reply),
   });
   setGatewayErrorHandler(app);
   registerHealthRoutes(app, services.readiness, { details: config.observability.readiness_details });
@@ -24,6 +26,24 @@ export async function buildGatewayApp(services: Services): Promise<FastifyInstan
   registerStatsRoute(app, services, governance);
   registerProxyRoutes(app, { pipeline: governance.deps, auditor: services.auditor, requestBodyBytes: config.gateway.limits.request_body_bytes });
   return app;
+}
+
+/** A target the router cannot decode (bad percent-encoding) never reaches a route: it still gets the DESIGN §6 body and, on the proxy, its one audit entry. */
+async function answerUndecodableUrl(services: Services, req: FastifyRequest, reply: FastifyReply): Promise<void> {
+  const proxy = req.url.startsWith('/proxy/');
+  const error = new GatehouseError(proxy ? 'invalid_path' : 'invalid_request');
+  void reply.header('x-request-id', req.id);
+  if (proxy) {
+    const audit = services.auditor.begin({ channel: 'http', request_id: req.id, client_ip: req.ip, method: req.method, source_id: null });
+    try {
+      await audit.end({ status: error.spec.http, decision: auditDecision({ error }), error_code: error.code, bytes_out: 0 });
+    } catch (auditErr) {
+      const unavailable = isGatehouseError(auditErr) ? auditErr : new GatehouseError('audit_unavailable');
+      void reply.code(unavailable.spec.http).send({ error: unavailable.code, message: unavailable.message, request_id: req.id });
+      return;
+    }
+  }
+  void reply.code(error.spec.http).send({ error: error.code, message: error.message, request_id: req.id });
 }
 
 /** The gateway error body of DESIGN §6, the one place where gateway errors become HTTP. */

@@ -1,6 +1,6 @@
 // The fastify instance factory shared by the gateway and admin listeners: request ids, body and header bounds, logger, no framework banners.
 import { randomUUID } from 'node:crypto';
-import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify';
+import Fastify, { type FastifyBaseLogger, type FastifyInstance, type FastifyServerOptions } from 'fastify';
 import type { Logger } from '../observability/logger.js';
 
 export interface HttpServerOptions {
@@ -10,6 +10,8 @@ export interface HttpServerOptions {
   trustProxy: boolean;
   idleTimeoutMs: number;
   maxConnections?: number;
+  /** Answers requests the router refuses before any route runs (undecodable URL); fastify's default body echoes the URL. */
+  frameworkErrors?: FastifyServerOptions['frameworkErrors'];
 }
 
 export function createHttpServer(opts: HttpServerOptions): FastifyInstance {
@@ -26,6 +28,7 @@ export function createHttpServer(opts: HttpServerOptions): FastifyInstance {
     return503OnClosing: true,
     forceCloseConnections: 'idle',
     routerOptions: { ignoreTrailingSlash: false, caseSensitive: true, maxParamLength: 2048 },
+    ...(opts.frameworkErrors ? { frameworkErrors: opts.frameworkErrors } : {}),
   });
   if (opts.maxConnections !== undefined) app.server.maxConnections = opts.maxConnections;
   app.addHook('onSend', async (req, reply) => {
