@@ -1,0 +1,230 @@
+// HTTP proxy benchmark (issue 6): the upstream directly, nginx as a plain reverse proxy, Gatehouse on an origin miss and on a cache hit — one run, loopback, small JSON, ratios with PASS/FAIL.
+import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdtemp, rm, writeFile, mkdir } from 'node:fs/promises';
+import { existsSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { randomBytes } from 'node:crypto';
+import autocannon from 'autocannon';
+import { createTestDatabase } from '../test/support/pg.js';
+import { ownerToken } from '../test/support/world.js';
+
+const DURATION_S = Number(process.env.BENCH_DURATION_S ?? 10);
+const WARMUP_S = 2;
+const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 10);
+const AUDIT_MODE = process.env.BENCH_AUDIT_MODE ?? 'buffered';
+const NGINX = process.env.BENCH_NGINX ?? '/usr/sbin/nginx';
+const ROOT = path.resolve(import.meta.dirname, '..');
+const PASSWORD = 'bench-owner-password-0001';
+
+const GOAL_P99_OVERHEAD_MS = 3;
+const GOAL_HIT_VS_NGINX = 0.5;
+const GOAL_MISS_VS_NGINX = 0.35;
+
+interface Figures {
+  name: string;
+  rps: number;
+  p50: number;
+  p99: number;
+  errors: number;
+  non2xx: number;
+}
+
+const children: ChildProcess[] = [];
+process.on('exit', () => {
+  for (const c of children) if (c.exitCode === null) c.kill('SIGKILL');
+});
+
+async function freePort(): Promise<number> {
+  const server = createServer();
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', () => resolve()));
+  const address = server.address();
+  await new Promise<void>((resolve) => server.close(() => resolve()));
+  if (address === null || typeof address === 'string') throw new Error('no free port');
+  return address.port;
+}
+
+function run(cmd: string, args: string[], env: NodeJS.ProcessEnv = process.env): ChildProcess {
+  const child = spawn(cmd, args, { env, cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
+  children.push(child);
+  return child;
+}
+
+async function waitFor(url: string, headers: Record<string, string> = {}, timeoutMs = 30_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    try {
+      const res = await fetch(url, { headers });
+      await res.arrayBuffer();
+      if (res.status < 500) return;
+    } catch {
+      // not listening yet
+    }
+    if (Date.now() > deadline) throw new Error(`${url} did not come up`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
+async function stop(child: ChildProcess): Promise<void> {
+  if (child.exitCode !== null) return;
+  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+  child.kill('SIGTERM');
+  const timer = setTimeout(() => child.kill('SIGKILL'), 10_000);
+  await exited;
+  clearTimeout(timer);
+}
+
+async function load(name: string, url: string | (() => string), headers: Record<string, string> = {}): Promise<Figures> {
+  const opts = (duration: number) => {
+    const base = { connections: CONNECTIONS, duration, headers };
+    if (typeof url === 'string') return { ...base, url };
+    // A unique query per request: every request is an origin miss.
+    const first = new URL(url());
+    return { ...base, url: first.origin, requests: [{ setupRequest: (r: Record<string, unknown>) => ({ ...r, path: new URL(url()).pathname + new URL(url()).search }) }] };
+  };
+  await autocannon(opts(WARMUP_S) as autocannon.Options);
+  const r = await autocannon(opts(DURATION_S) as autocannon.Options);
+  return { name, rps: r.requests.average, p50: r.latency.p50, p99: r.latency.p99, errors: r.errors + r.timeouts, non2xx: r.non2xx };
+}
+
+async function startNginx(upstreamPort: number): Promise<{ port: number; child: ChildProcess; dir: string }> {
+  if (!existsSync(NGINX)) throw new Error(`${NGINX} is missing: apt-get install -y nginx`);
+  const dir = await mkdtemp(path.join(tmpdir(), 'gh-bench-nginx-'));
+  await mkdir(path.join(dir, 'logs'));
+  const port = await freePort();
+  // One worker: Gatehouse is one process, so both proxies get one core and the load generator the other.
+  const conf = `
+worker_processes 1;
+daemon off;
+pid ${dir}/nginx.pid;
+error_log ${dir}/logs/error.log warn;
+events { worker_connections 1024; }
+http {
+  access_log off;
+  client_body_temp_path ${dir}/body;
+  proxy_temp_path ${dir}/proxy;
+  fastcgi_temp_path ${dir}/fastcgi;
+  uwsgi_temp_path ${dir}/uwsgi;
+  scgi_temp_path ${dir}/scgi;
+  upstream backend { server 127.0.0.1:${upstreamPort}; keepalive 64; }
+  server {
+    listen 127.0.0.1:${port};
+    location / {
+      proxy_pass http://backend;
+      proxy_http_version 1.1;
+      proxy_set_header Connection "";
+    }
+  }
+}`;
+  await writeFile(path.join(dir, 'nginx.conf'), conf);
+  const child = run(NGINX, ['-p', dir, '-c', path.join(dir, 'nginx.conf')]);
+  await waitFor(`http://127.0.0.1:${port}/x`);
+  return { port, child, dir };
+}
+
+async function startGatehouse(upstreamPort: number): Promise<{ child: ChildProcess; gatewayUrl: string; key: string; dropDb: () => Promise<void>; dir: string }> {
+  const database = await createTestDatabase();
+  const dir = await mkdtemp(path.join(tmpdir(), 'gh-bench-'));
+  const [gatewayPort, adminPort, pgPort] = [await freePort(), await freePort(), await freePort()];
+  const env: NodeJS.ProcessEnv = {
+    PATH: process.env.PATH,
+    SERVICE_ENVIRONMENT: 'test',
+    SERVICE_GATEWAY__HTTP_PORT: String(gatewayPort),
+    SERVICE_GATEWAY__PG_PORT: String(pgPort),
+    SERVICE_ADMIN__PORT: String(adminPort),
+    SERVICE_ADMIN__BOOTSTRAP_PASSWORD: PASSWORD,
+    SERVICE_DATABASE__URL: database.url,
+    SERVICE_DATABASE__EMBEDDED_DIR: path.join(dir, 'pgdata'),
+    SERVICE_REDIS__URL: 'redis://127.0.0.1:6379',
+    SERVICE_REDIS__KEY_PREFIX: `ghbench:${randomBytes(6).toString('hex')}:`,
+    SERVICE_AUDIT__DURABILITY_MODE: AUDIT_MODE,
+    SERVICE_AUDIT__SPOOL__DIR: path.join(dir, 'audit-spool'),
+    SERVICE_GATEWAY__EGRESS__ALLOW_PRIVATE_SOURCES: 'bench',
+    SERVICE_OBSERVABILITY__LOG_LEVEL: 'warn',
+  };
+  const built = existsSync(path.join(ROOT, 'dist/main.js')) && process.env.BENCH_FROM_SOURCE !== '1';
+  const child = built ? run(process.execPath, ['dist/main.js', 'start'], env) : run(process.execPath, ['--import', 'tsx', 'src/main.ts', 'start'], env);
+  let stderr = '';
+  child.stderr?.on('data', (c: Buffer) => (stderr += c.toString()));
+  const adminUrl = `http://127.0.0.1:${adminPort}`;
+  const gatewayUrl = `http://127.0.0.1:${gatewayPort}`;
+  try {
+    await waitFor(`${adminUrl}/health`, {}, 60_000);
+    await waitFor(`${gatewayUrl}/health`, {}, 30_000);
+  } catch (err) {
+    throw new Error(`gatehouse did not start: ${String(err)}\n${stderr.slice(-2000)}`);
+  }
+  const token = await ownerToken(adminUrl, PASSWORD);
+  const admin = async (method: string, p: string, json: unknown) => {
+    const res = await fetch(adminUrl + p, { method, headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' }, body: JSON.stringify(json) });
+    const text = await res.text();
+    if (res.status >= 300) throw new Error(`${method} ${p}: ${res.status} ${text}`);
+    return JSON.parse(text) as Record<string, unknown>;
+  };
+  await admin('POST', '/api/data-sources', { name: 'bench', source_id: 'bench', source_type: 'http', connection_config: { base_url: `http://127.0.0.1:${upstreamPort}/` }, create_default_roles: true });
+  const identity = await admin('POST', '/api/identities', { name: 'bench-agent', generate_key: true });
+  await admin('POST', `/api/identities/${String(identity.id)}/grants`, { source_id: 'bench', role_key: 'reader' });
+  // Origin misses: /miss/** is never cached, so every request goes through the whole pipeline to the upstream.
+  await admin('POST', '/api/policies', { name: 'bench: no cache on /miss', conditions: { source_ids: ['bench'], paths: ['/miss/**'] }, actions: { effect: 'allow', cache: false } });
+  const key = identity.api_key as string;
+  // The registry and policy set reload on change announcements: wait until a governed GET answers.
+  const deadline = Date.now() + 10_000;
+  for (;;) {
+    const res = await fetch(`${gatewayUrl}/proxy/bench/miss/ready`, { headers: { authorization: `Bearer ${key}` } });
+    await res.arrayBuffer();
+    const hit = await fetch(`${gatewayUrl}/proxy/bench/miss/ready`, { headers: { authorization: `Bearer ${key}` } });
+    await hit.arrayBuffer();
+    if (res.status === 200 && hit.headers.get('x-gatehouse-cache') !== 'hit') break;
+    if (Date.now() > deadline) throw new Error(`gatehouse proxy not ready: ${res.status} ${hit.headers.get('x-gatehouse-cache')}`);
+    await new Promise((r) => setTimeout(r, 200));
+  }
+  const warm = await fetch(`${gatewayUrl}/proxy/bench/hit/item`, { headers: { authorization: `Bearer ${key}` } });
+  await warm.arrayBuffer();
+  const second = await fetch(`${gatewayUrl}/proxy/bench/hit/item`, { headers: { authorization: `Bearer ${key}` } });
+  await second.arrayBuffer();
+  if (second.headers.get('x-gatehouse-cache') !== 'hit') throw new Error(`cache hit path not cached: ${second.headers.get('x-gatehouse-cache')}`);
+  return { child, gatewayUrl, key, dir, dropDb: () => database.drop() };
+}
+
+const fmt = (n: number, d = 0) => n.toFixed(d).padStart(9);
+
+async function main(): Promise<void> {
+  const upstreamPort = await freePort();
+  const upstream = run(process.execPath, ['bench/proxy-upstream.ts', String(upstreamPort)]);
+  await waitFor(`http://127.0.0.1:${upstreamPort}/x`);
+  const nginx = await startNginx(upstreamPort);
+  const gh = await startGatehouse(upstreamPort);
+  const auth = { authorization: `Bearer ${gh.key}` };
+  let n = 0;
+  try {
+    const results: Figures[] = [];
+    results.push(await load('(a) upstream direct', `http://127.0.0.1:${upstreamPort}/item`));
+    results.push(await load('(b) nginx proxy', `http://127.0.0.1:${nginx.port}/item`));
+    results.push(await load('(c) gatehouse miss', () => `${gh.gatewayUrl}/proxy/bench/miss/item?n=${n++}`, auth));
+    results.push(await load('(d) gatehouse hit', `${gh.gatewayUrl}/proxy/bench/hit/item`, auth));
+
+    console.log(`\nHTTP proxy bench: ${CONNECTIONS} connections, ${DURATION_S}s each after ${WARMUP_S}s warm-up, audit ${AUDIT_MODE}, loopback, ${process.version}`);
+    console.log(`${'case'.padEnd(22)}${'req/s'.padStart(9)}${'p50 ms'.padStart(9)}${'p99 ms'.padStart(9)}${'errors'.padStart(9)}${'non2xx'.padStart(9)}`);
+    for (const r of results) console.log(`${r.name.padEnd(22)}${fmt(r.rps)}${fmt(r.p50, 2)}${fmt(r.p99, 2)}${fmt(r.errors)}${fmt(r.non2xx)}`);
+    const [a, b, c, d] = results as [Figures, Figures, Figures, Figures];
+    const overhead = c.p99 - a.p99;
+    const hitRatio = d.rps / b.rps;
+    const missRatio = c.rps / b.rps;
+    const verdict = (ok: boolean) => (ok ? 'PASS' : 'FAIL');
+    console.log('');
+    console.log(`(c) p99 overhead over (a): ${overhead.toFixed(2)} ms (goal ≤ ${GOAL_P99_OVERHEAD_MS} ms)  ${verdict(overhead <= GOAL_P99_OVERHEAD_MS)}`);
+    console.log(`(d) / (b) throughput:      ${(hitRatio * 100).toFixed(1)}% (goal ≥ ${GOAL_HIT_VS_NGINX * 100}%)  ${verdict(hitRatio >= GOAL_HIT_VS_NGINX)}`);
+    console.log(`(c) / (b) throughput:      ${(missRatio * 100).toFixed(1)}% (goal ≥ ${GOAL_MISS_VS_NGINX * 100}%)  ${verdict(missRatio >= GOAL_MISS_VS_NGINX)}`);
+    if (results.some((r) => r.errors > 0 || r.non2xx > 0)) console.log('WARNING: some requests failed; the figures above are not comparable');
+  } finally {
+    await stop(gh.child);
+    await stop(nginx.child);
+    await stop(upstream);
+    await gh.dropDb().catch(() => undefined);
+    await rm(gh.dir, { recursive: true, force: true });
+    await rm(nginx.dir, { recursive: true, force: true });
+  }
+}
+
+await main();
