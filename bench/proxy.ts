@@ -153,7 +153,7 @@ async function startGatehouse(upstreamPort: number): Promise<{ child: ChildProce
     await waitFor(`${adminUrl}/health`, {}, 60_000);
     await waitFor(`${gatewayUrl}/health`, {}, 30_000);
   } catch (err) {
-    throw new Error(`gatehouse did not start: ${String(err)}\n${stderr.slice(-2000)}`);
+    throw new Error(`gatehouse did not start: ${String(err)}\n${stderr.slice(-2000)}`, { cause: err });
   }
   const token = await ownerToken(adminUrl, PASSWORD);
   const admin = async (method: string, p: string, json: unknown) => {
