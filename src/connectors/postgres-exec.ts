@@ -1,0 +1,433 @@
+// Upstream execution on PostgreSQL sources: bounded per-source pools of raw protocol connections (one per wire session), role mapping, reset on release, cancel, and the buffered executor the MCP query tool and approvals reuse.
+import net from 'node:net';
+import pg from 'pg';
+import { GatehouseError } from '../errors/registry.js';
+import type { PiiScanner, PiiMode } from '../governance/pii/index.js';
+import type { AgentIdentity } from '../identity/index.js';
+import type { RegisteredSource } from '../registry/sources.js';
+import type { SecretRefResult } from '../config/secrets.js';
+import type { Logger } from '../observability/logger.js';
+import { postgresConfigSchema, sanitizePgError, type PostgresConfig } from './postgres.js';
+import { resolveCredential } from './credentials.js';
+import {
+  Backend,
+  FrameReader,
+  bindMessage,
+  cancelRequest,
+  describePortal,
+  executeMessage,
+  parseDataRow,
+  parseErrorFields,
+  parseMessage,
+  parseRowDescription,
+  queryMessage,
+  syncMessage,
+} from '../gateway/pgwire/protocol.js';
+
+/** An error the upstream answered, with its SQLSTATE and fields already sanitized. */
+export class UpstreamSqlError extends Error {
+  readonly code = 'upstream_sql_error';
+  constructor(readonly fields: Map<string, string>) {
+    super(fields.get('M') ?? 'upstream error');
+  }
+  get sqlstate(): string {
+    return this.fields.get('C') ?? 'XX000';
+  }
+}
+
+export type MessageHandler = (type: number, raw: Buffer, body: Buffer) => void;
+
+/**
+ * One upstream connection in raw protocol mode: pg's Client does the login (every auth method, TLS), then its
+ * socket is taken over so wire sessions relay messages byte for byte without re-encoding rows.
+ */
+export class UpstreamConnection {
+  readonly params = new Map<string, string>();
+  transactionStatus = 0x49; // 'I'
+  broken = false;
+  #reader: FrameReader;
+  #handler: MessageHandler | null = null;
+  readonly #sanitize: (text: string) => string;
+
+  constructor(
+    readonly sourceId: string,
+    private readonly socket: net.Socket,
+    readonly pid: number,
+    readonly secret: number,
+    readonly cancelTarget: { host: string; port: number },
+    params: Map<string, string>,
+    sanitize: (text: string) => string,
+    maxMessageBytes: number,
+  ) {
+    for (const [k, v] of params) this.params.set(k, v);
+    this.#sanitize = sanitize;
+    this.#reader = new FrameReader({ startupBytes: 0, messageBytes: maxMessageBytes });
+    this.#reader.startup = false;
+    socket.on('data', (chunk: Buffer) => this.#onData(chunk));
+    socket.on('close', () => {
+      this.broken = true;
+      this.#handler?.(0, Buffer.alloc(0), Buffer.alloc(0));
+    });
+    socket.on('error', () => {
+      this.broken = true;
+    });
+  }
+
+  #onData(chunk: Buffer): void {
+    this.#reader.push(chunk);
+    try {
+      for (let f = this.#reader.next(); f !== null; f = this.#reader.next()) {
+        if (f.type === Backend.ParameterStatus) {
+          const nul = f.body.indexOf(0);
+          this.params.set(f.body.toString('utf8', 0, nul), f.body.toString('utf8', nul + 1, f.body.length - 1));
+        } else if (f.type === Backend.ReadyForQuery) this.transactionStatus = f.body[0]!;
+        this.#handler?.(f.type, f.raw, f.body);
+      }
+    } catch {
+      this.destroy();
+    }
+  }
+
+  /** Who receives upstream messages; a type of 0 means the connection closed. */
+  setHandler(handler: MessageHandler | null): void {
+    this.#handler = handler;
+  }
+
+  write(buf: Buffer): boolean {
+    return this.socket.write(buf);
+  }
+
+  pause(): void {
+    this.socket.pause();
+  }
+
+  resume(): void {
+    this.socket.resume();
+  }
+
+  destroy(): void {
+    this.broken = true;
+    this.socket.destroy();
+  }
+
+  /** Upstream error fields without the source's host, port, user, database or password. */
+  sanitizeFields(fields: Map<string, string>): Map<string, string> {
+    const out = new Map<string, string>();
+    for (const [k, v] of fields) {
+      // File, line and routine point into the server's source; they add nothing for an agent.
+      if (k === 'F' || k === 'L' || k === 'R') continue;
+      out.set(k, k === 'M' || k === 'D' || k === 'H' || k === 'W' || k === 'q' ? this.#sanitize(v) : v);
+    }
+    return out;
+  }
+
+  /** Runs SQL with the simple protocol for the connector's own housekeeping (SET ROLE, resets); nothing reaches a client. */
+  simple(sql: string): Promise<void> {
+    return new Promise((resolve, reject) => {
+      let error: UpstreamSqlError | null = null;
+      this.setHandler((type, _raw, body) => {
+        if (type === 0) {
+          this.setHandler(null);
+          reject(new GatehouseError('upstream_failed', 'The upstream connection closed.'));
+        } else if (type === Backend.ErrorResponse) error = new UpstreamSqlError(this.sanitizeFields(parseErrorFields(body)));
+        else if (type === Backend.ReadyForQuery) {
+          this.setHandler(null);
+          if (error) reject(error);
+          else resolve();
+        }
+      });
+      this.write(queryMessage(sql));
+    });
+  }
+
+  /** Sends a CancelRequest for whatever this connection runs now (a separate short connection, as libpq does). */
+  cancel(): void {
+    const s = net.connect({ host: this.cancelTarget.host, port: this.cancelTarget.port });
+    s.on('error', () => s.destroy());
+    s.setTimeout(5_000, () => s.destroy());
+    s.on('connect', () => s.end(cancelRequest(this.pid, this.secret)));
+  }
+}
+
+/** Double-quoted identifier, as quote_ident would produce. */
+export function quoteIdent(name: string): string {
+  return `"${name.replace(/"/g, '""')}"`;
+}
+
+export function quoteLiteral(value: string): string {
+  return `'${value.replace(/'/g, "''")}'`;
+}
+
+export interface UpstreamPoolDeps {
+  log: Logger;
+  resolveSecretRef(ref: string): SecretRefResult;
+  /** The egress address check (spec §4 rule 5); resolves to the address to connect to. */
+  checkTarget(sourceId: string, hostname: string): Promise<{ address: string }>;
+  maxMessageBytes: number;
+  connectTimeoutMs: number;
+}
+
+interface Waiter {
+  resolve(conn: UpstreamConnection): void;
+  reject(err: unknown): void;
+  timer: NodeJS.Timeout;
+}
+
+/** One source's pool: at most `pool_max` connections, idle ones reused, waiters served in order. */
+class SourcePool {
+  readonly idle: UpstreamConnection[] = [];
+  readonly waiters: Waiter[] = [];
+  size = 0;
+  constructor(readonly fingerprint: string, readonly config: PostgresConfig) {}
+}
+
+function sanitizer(config: PostgresConfig, password: string | null, address: string): (text: string) => string {
+  const secrets = [password, config.host, address, config.user, config.database].filter((s): s is string => typeof s === 'string' && s.length >= 3);
+  secrets.sort((a, b) => b.length - a.length);
+  const port = String(config.port);
+  return (text) => {
+    let out = text;
+    for (const s of secrets) out = out.split(s).join('[upstream]');
+    return out.replace(new RegExp(`(port\\s+|:)${port}\\b`, 'g'), '$1[port]');
+  };
+}
+
+export class UpstreamPools {
+  readonly #pools = new Map<string, SourcePool>();
+
+  constructor(private readonly deps: UpstreamPoolDeps) {}
+
+  #pool(source: RegisteredSource): SourcePool {
+    const parsed = postgresConfigSchema.safeParse(source.connection_config);
+    if (!parsed.success) throw new GatehouseError('invalid_request', 'The source configuration is invalid.');
+    const fingerprint = JSON.stringify(parsed.data);
+    let pool = this.#pools.get(source.source_id);
+    if (pool && pool.fingerprint !== fingerprint) {
+      // Reconfigured source: idle connections of the old configuration are dropped, busy ones die on release.
+      for (const c of pool.idle.splice(0)) c.destroy();
+      pool = undefined;
+    }
+    if (!pool) {
+      pool = new SourcePool(fingerprint, parsed.data);
+      this.#pools.set(source.source_id, pool);
+    }
+    return pool;
+  }
+
+  /** A connection of the source's pool, waiting up to connect_timeout_ms when all are busy (then 53300). */
+  async acquire(source: RegisteredSource): Promise<UpstreamConnection> {
+    const pool = this.#pool(source);
+    while (pool.idle.length > 0) {
+      const c = pool.idle.pop()!;
+      if (!c.broken) return c;
+      pool.size--;
+    }
+    if (pool.size < pool.config.pool_max) {
+      pool.size++;
+      try {
+        return await this.#connect(source.source_id, pool.config);
+      } catch (err) {
+        pool.size--;
+        throw err;
+      }
+    }
+    return new Promise<UpstreamConnection>((resolve, reject) => {
+      const waiter: Waiter = {
+        resolve,
+        reject,
+        timer: setTimeout(() => {
+          pool.waiters.splice(pool.waiters.indexOf(waiter), 1);
+          reject(new GatehouseError('unavailable', 'All upstream connections of this source are in use.', { details: { sqlstate: '53300' } }));
+        }, Math.min(pool.config.connect_timeout_ms, this.deps.connectTimeoutMs)),
+      };
+      pool.waiters.push(waiter);
+    });
+  }
+
+  /** Resets the session (open transaction, role, settings, prepared statements, temp objects) before reuse; a connection that cannot be reset is closed. */
+  async release(conn: UpstreamConnection): Promise<void> {
+    const pool = this.#pools.get(conn.sourceId);
+    let reusable = !conn.broken && pool !== undefined;
+    if (reusable) {
+      try {
+        conn.setHandler(null);
+        if (conn.transactionStatus !== 0x49) await conn.simple('ROLLBACK');
+        await conn.simple('DISCARD ALL');
+      } catch {
+        reusable = false;
+      }
+    }
+    if (!pool) return conn.destroy();
+    if (!reusable || conn.broken) {
+      conn.destroy();
+      pool.size--;
+      // A freed slot lets a waiter connect anew.
+      const w = pool.waiters.shift();
+      if (w) {
+        clearTimeout(w.timer);
+        pool.size++;
+        this.#connect(conn.sourceId, pool.config).then(w.resolve, (err: unknown) => {
+          pool.size--;
+          w.reject(err);
+        });
+      }
+      return;
+    }
+    const w = pool.waiters.shift();
+    if (w) {
+      clearTimeout(w.timer);
+      w.resolve(conn);
+    } else pool.idle.push(conn);
+  }
+
+  async #connect(sourceId: string, config: PostgresConfig): Promise<UpstreamConnection> {
+    const cred = resolveCredential(config, { literal: 'password', ref: 'password_ref' }, (ref) => this.deps.resolveSecretRef(ref));
+    if (!cred.ok) {
+      this.deps.log.error({ source_id: sourceId, problem: cred.problem }, 'source credential reference cannot be resolved');
+      throw new GatehouseError('unavailable', 'The source credential is unavailable.');
+    }
+    const { address } = await this.deps.checkTarget(sourceId, config.host);
+    const params = new Map<string, string>();
+    const client = new pg.Client({
+      host: address,
+      port: config.port,
+      database: config.database,
+      user: config.user,
+      ...(cred.value !== null ? { password: cred.value } : {}),
+      ssl: config.ssl_mode === 'disable' ? false : config.ssl_mode === 'verify-full' ? { rejectUnauthorized: true, servername: config.host } : { rejectUnauthorized: false },
+      connectionTimeoutMillis: Math.min(config.connect_timeout_ms, this.deps.connectTimeoutMs),
+      statement_timeout: config.statement_timeout_ms,
+      application_name: 'gatehouse',
+    });
+    client.on('error', () => undefined);
+    const connection = (client as unknown as { connection: { stream: net.Socket; on(e: string, f: (m: { parameterName: string; parameterValue: string }) => void): void } }).connection;
+    connection.on('parameterStatus', (m) => params.set(m.parameterName, m.parameterValue));
+    const connect = async (ssl: boolean) => {
+      if (!ssl) (client as unknown as { ssl: boolean }).ssl = false;
+      await client.connect();
+    };
+    try {
+      await connect(true);
+    } catch (err) {
+      await client.end().catch(() => undefined);
+      this.deps.log.warn({ source_id: sourceId, problem: sanitizePgError(err) }, 'upstream connection failed');
+      throw new GatehouseError('upstream_failed', `The upstream database is unavailable (${sanitizePgError(err)}).`, { cause: err });
+    }
+    const stream = connection.stream;
+    // Take the socket over from pg: its parser stops, ours starts. Nothing is in flight after ReadyForQuery.
+    stream.removeAllListeners('data');
+    const c = client as unknown as { processID: number; secretKey: number };
+    return new UpstreamConnection(sourceId, stream, c.processID, c.secretKey, { host: address, port: config.port }, params, sanitizer(config, cred.value, address), this.deps.maxMessageBytes);
+  }
+
+  async close(): Promise<void> {
+    for (const pool of this.#pools.values()) {
+      for (const c of pool.idle.splice(0)) c.destroy();
+      for (const w of pool.waiters.splice(0)) {
+        clearTimeout(w.timer);
+        w.reject(new GatehouseError('unavailable', 'The gateway is shutting down.'));
+      }
+    }
+  }
+}
+
+export interface SqlResult {
+  columns: string[];
+  rows: (string | null)[][];
+  rowCount: number;
+  truncated: boolean;
+  redactions: number;
+  command: string;
+}
+
+export interface ExecuteSqlArgs {
+  source: RegisteredSource;
+  identity: Pick<AgentIdentity, 'mapped_pg_role'>;
+  sql: string;
+  params: readonly unknown[];
+  maxRows: number;
+  /** The policy obligations to apply to the result (redact_columns, pii mode). */
+  redaction?: { redactColumns: readonly string[]; mode: PiiMode };
+}
+
+function paramValue(p: unknown): string | Buffer | null {
+  if (p === null || p === undefined) return null;
+  if (typeof p === 'string') return p;
+  if (typeof p === 'object' && typeof (p as { binary?: unknown }).binary === 'string') return Buffer.from((p as { binary: string }).binary, 'base64');
+  if (typeof p === 'object') return JSON.stringify(p);
+  return String(p as number | boolean | bigint);
+}
+
+/** Buffered execution of one statement (MCP `query`, approved writes): text results, bounded rows, redaction applied. */
+export class PostgresExecutor {
+  constructor(private readonly pools: UpstreamPools, private readonly pii: PiiScanner) {}
+
+  async executeSql(args: ExecuteSqlArgs): Promise<SqlResult> {
+    const conn = await this.pools.acquire(args.source);
+    try {
+      if (args.identity.mapped_pg_role) await conn.simple(`SET ROLE ${quoteIdent(args.identity.mapped_pg_role)}`);
+      return await this.#run(conn, args);
+    } finally {
+      await this.pools.release(conn);
+    }
+  }
+
+  #run(conn: UpstreamConnection, args: ExecuteSqlArgs): Promise<SqlResult> {
+    return new Promise((resolve, reject) => {
+      const result: SqlResult = { columns: [], rows: [], rowCount: 0, truncated: false, redactions: 0, command: '' };
+      let redactRow: ((values: readonly (string | null)[]) => { values: (string | null)[]; redactions: number }) | null = null;
+      let error: Error | null = null;
+      conn.setHandler((type, _raw, body) => {
+        switch (type) {
+          case 0:
+            conn.setHandler(null);
+            reject(new GatehouseError('upstream_failed', 'The upstream connection closed.'));
+            return;
+          case Backend.RowDescription:
+            result.columns = parseRowDescription(body).names;
+            if (args.redaction) redactRow = this.pii.rowRedactor(result.columns, { mode: args.redaction.mode, redactColumns: args.redaction.redactColumns });
+            return;
+          case Backend.DataRow: {
+            if (result.rows.length >= args.maxRows) return;
+            let values = parseDataRow(body).map((v) => (v === null ? null : v.toString('utf8')));
+            if (redactRow) {
+              const r = redactRow(values);
+              values = r.values;
+              result.redactions += r.redactions;
+            }
+            result.rows.push(values);
+            return;
+          }
+          case Backend.PortalSuspended:
+            result.truncated = true;
+            return;
+          case Backend.CommandComplete:
+            result.command = body.toString('utf8', 0, body.length - 1);
+            return;
+          case Backend.ErrorResponse:
+            error ??= new UpstreamSqlError(conn.sanitizeFields(parseErrorFields(body)));
+            return;
+          case Backend.ReadyForQuery:
+            conn.setHandler(null);
+            if (error) reject(error);
+            else {
+              result.rowCount = result.rows.length;
+              resolve(result);
+            }
+            return;
+          default:
+            return;
+        }
+      });
+      conn.write(
+        Buffer.concat([
+          parseMessage('', args.sql),
+          bindMessage('', '', args.params.map(paramValue)),
+          describePortal(''),
+          executeMessage('', args.maxRows + 1 > 0x7fffffff ? 0 : args.maxRows),
+          syncMessage(),
+        ]),
+      );
+    });
+  }
+}

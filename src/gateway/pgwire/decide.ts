@@ -1,0 +1,138 @@
+// Governance of one wire statement: the shared decision stages (plus the wire's own session-escape refusal), the audit entry it owns, and the ErrorResponse a refusal becomes.
+import { randomUUID } from 'node:crypto';
+import { LRUCache } from 'lru-cache';
+import { GatehouseError, isGatehouseError } from '../../errors/registry.js';
+import { decisionStages } from '../../pipeline/decide.js';
+import { auditDecision, runStages } from '../../pipeline/run.js';
+import type { GovernedRequest, PipelineDeps, Stage, StageOutcome } from '../../pipeline/context.js';
+import type { AuditContext, Auditor } from '../../audit/context.js';
+import type { AgentIdentity } from '../../identity/index.js';
+import { toAgentIdentity } from '../../identity/index.js';
+import { getIdentityById } from '../../store/repos/identities.js';
+import type { Db } from '../../store/repos/util.js';
+import type { ErrorFields } from './protocol.js';
+
+/**
+ * The SQLSTATE of "approval required": an implementation-defined class (classes starting with 5–9 or I–Z are
+ * reserved for implementations); "W" for wait, "A" for approval. docs/pgwire.md and docs/errors.md document it.
+ */
+export const APPROVAL_REQUIRED_SQLSTATE = 'WA001';
+
+/** Traps the wire refuses outright, whatever the grants: they would change what later statements mean or who runs them. */
+const SESSION_ESCAPE_TRAPS = new Set(['role_change', 'search_path_change']);
+
+const refuseSessionEscapes: Stage = {
+  name: 'wire_session_escape',
+  run(req) {
+    const trap = req.sql?.traps.find((t) => SESSION_ESCAPE_TRAPS.has(t));
+    if (trap === undefined) return;
+    req.audit.addReason(`pgwire: ${trap} refused`);
+    throw new GatehouseError('forbidden', trap === 'role_change' ? 'Changing the session role or authorization is not allowed through the gateway.' : 'Changing search_path is not allowed through the gateway.');
+  },
+};
+
+const withWireRules = (stages: readonly Stage[]): Stage[] => stages.flatMap((s) => (s.name === 'validate_input' ? [s, refuseSessionEscapes] : [s]));
+
+/** Every decision stage, for an execution. */
+export const WIRE_EXECUTE_STAGES = withWireRules(decisionStages);
+/** The stages up to policy, for a Parse: parameters are not known yet, so rate limits and approvals wait for Execute. */
+export const WIRE_PARSE_STAGES = withWireRules(decisionStages.filter((s) => s.name !== 'rate_limit' && s.name !== 'approval'));
+
+export type StatementDecision =
+  | { kind: 'allow'; req: GovernedRequest }
+  | { kind: 'queued'; req: GovernedRequest; error: ErrorFields }
+  | { kind: 'refused'; req: GovernedRequest; error: ErrorFields };
+
+export interface WireDecider {
+  readonly pipeline: PipelineDeps;
+  readonly auditor: Auditor;
+  readonly sessionId: string;
+  readonly clientIp: string | null;
+  readonly sourceId: string;
+}
+
+/** The ErrorResponse fields of a refusal: the registry's SQLSTATE, its safe message. */
+export function errorFieldsOf(err: unknown): ErrorFields {
+  const e = isGatehouseError(err) ? err : new GatehouseError('internal', undefined, { cause: err });
+  const sqlstate = typeof e.details?.sqlstate === 'string' ? e.details.sqlstate : e.spec.sqlstate;
+  return { sqlstate, message: e.message, ...(e.retryAfterSeconds !== undefined ? { hint: `Retry after ${e.retryAfterSeconds} s.` } : {}) };
+}
+
+/**
+ * Runs one statement through the stages. Allowed: the caller executes it and ends the audit entry with what
+ * the upstream answered. Refused or queued: the entry is ended here, and the caller answers the error.
+ */
+export async function decideStatement(
+  d: WireDecider,
+  identity: AgentIdentity,
+  sql: string,
+  params: readonly unknown[],
+  stages: readonly Stage[],
+): Promise<StatementDecision> {
+  const audit = d.auditor.begin({ channel: 'pgwire', request_id: `${d.sessionId}:${randomUUID().slice(0, 8)}`, client_ip: d.clientIp, source_id: d.sourceId, bytes_in: Buffer.byteLength(sql) });
+  const req: GovernedRequest = {
+    channel: 'pgwire',
+    requestId: audit.request_id,
+    clientIp: d.clientIp,
+    sourceId: d.sourceId,
+    credential: { kind: 'authenticated', identity },
+    action: { kind: 'sql', sql, params },
+    audit,
+  };
+  let outcome: StageOutcome | undefined;
+  try {
+    outcome = await runStages(stages, req, d.pipeline);
+  } catch (err) {
+    if (isGatehouseError(err) && err.code === 'internal') d.pipeline.log.error({ err }, 'wire statement decision failed');
+    else if (!isGatehouseError(err)) d.pipeline.log.error({ err }, 'wire statement decision failed');
+    const error = errorFieldsOf(err);
+    endQuietly(d, audit, { status: isGatehouseError(err) ? err.spec.http : 500, decision: auditDecision({ error: err }), error_code: isGatehouseError(err) ? err.code : 'internal' });
+    return { kind: 'refused', req, error };
+  }
+  if (outcome?.kind === 'queued') {
+    const a = outcome.approval;
+    endQuietly(d, audit, { status: 202, decision: 'require_approval', approval_id: a.id });
+    return {
+      kind: 'queued',
+      req,
+      error: {
+        sqlstate: APPROVAL_REQUIRED_SQLSTATE,
+        message: 'approval required',
+        detail: `approval_id=${a.id}`,
+        hint: `The statement was not executed; it waits for approval (state ${a.state}, expires ${a.expires_at}). An approved statement is executed by the gateway once.`,
+      },
+    };
+  }
+  return { kind: 'allow', req };
+}
+
+export function endQuietly(d: Pick<WireDecider, 'pipeline'>, audit: AuditContext, fields: Parameters<AuditContext['end']>[0]): void {
+  audit.end(fields).catch((err: unknown) => d.pipeline.log.error({ err: { code: (err as { code?: string }).code } }, 'wire audit entry could not be recorded'));
+}
+
+export interface IdentityState {
+  identity: AgentIdentity;
+  verifier: string | null;
+}
+
+/**
+ * The identity as it stands now, re-read at most once per TTL per identity (shared by the process's sessions):
+ * a disabled identity or a rotated key ends its wire sessions within that time.
+ */
+export class IdentityRefresher {
+  readonly #cache: LRUCache<number, IdentityState>;
+
+  constructor(private readonly db: Db, ttlMs = 1_000) {
+    this.#cache = new LRUCache({ max: 10_000, ttl: ttlMs });
+  }
+
+  async current(id: number): Promise<IdentityState | null> {
+    const hit = this.#cache.get(id);
+    if (hit) return hit;
+    const row = await getIdentityById(this.db, id);
+    if (!row) return null;
+    const state = { identity: toAgentIdentity(row), verifier: row.scram_verifier };
+    this.#cache.set(id, state);
+    return state;
+  }
+}

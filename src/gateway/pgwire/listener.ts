@@ -1,0 +1,356 @@
+// The PostgreSQL wire listener (issue 8): startup, TLS negotiation, SCRAM login as an identity, source selection by database name, cancel routing, and the session's upstream connection.
+import net from 'node:net';
+import tls from 'node:tls';
+import { randomBytes, randomInt, randomUUID, timingSafeEqual } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import type { Config } from '../../config/index.js';
+import type { Logger } from '../../observability/logger.js';
+import type { Auditor } from '../../audit/context.js';
+import type { PipelineDeps } from '../../pipeline/context.js';
+import type { Db } from '../../store/repos/util.js';
+import { getIdentityByName, getIdentityByPgUsername } from '../../store/repos/identities.js';
+import { parseScramVerifier, toAgentIdentity, type AgentIdentity } from '../../identity/index.js';
+import { isGatehouseError } from '../../errors/registry.js';
+import { quoteIdent, quoteLiteral, type UpstreamConnection, type UpstreamPools } from '../../connectors/postgres-exec.js';
+import {
+  AUTH_OK,
+  AUTH_SASL,
+  AUTH_SASL_CONTINUE,
+  AUTH_SASL_FINAL,
+  BodyReader,
+  Frontend,
+  FrameReader,
+  ProtocolViolation,
+  authentication,
+  backendKeyData,
+  errorResponse,
+  parameterStatus,
+  parseStartup,
+  readyForQuery,
+  type ErrorFields,
+  type Frame,
+} from './protocol.js';
+import { SCRAM_MECHANISM, ScramFailure, ScramServer, decoyVerifier } from './scram.js';
+import { IdentityRefresher, errorFieldsOf } from './decide.js';
+import { WireRelay } from './relay.js';
+
+export interface WireListenerDeps {
+  config: Readonly<Config>;
+  log: Logger;
+  db: Db;
+  auditor: Auditor;
+  pipeline: PipelineDeps;
+  pools: UpstreamPools;
+}
+
+/** Client startup parameters applied to the upstream session; anything else (notably `options`) is ignored. */
+const FORWARDED_STARTUP = ['application_name', 'client_encoding', 'DateStyle', 'TimeZone', 'IntervalStyle', 'extra_float_digits'];
+const MAX_QUEUED_FRAMES = 256;
+
+type State = 'startup' | 'sasl_initial' | 'sasl_continue' | 'connecting' | 'ready' | 'closed';
+
+interface CancelEntry {
+  secret: Buffer;
+  cancel(): void;
+}
+
+export interface WireListener {
+  server: net.Server;
+  close(): Promise<void>;
+}
+
+export function createWireListener(deps: WireListenerDeps): WireListener {
+  const { config } = deps;
+  const pgTls = config.gateway.pg_tls;
+  const secureContext = pgTls.cert_file && pgTls.key_file ? tls.createSecureContext({ cert: readFileSync(pgTls.cert_file), key: readFileSync(pgTls.key_file) }) : null;
+  const decoySecret = randomBytes(32);
+  const cancels = new Map<number, CancelEntry>();
+  const sockets = new Set<net.Socket>();
+  const refresher = new IdentityRefresher(deps.db);
+  const log = deps.log;
+
+  const server = net.createServer({ noDelay: true }, (socket) => {
+    sockets.add(socket);
+    socket.on('close', () => sockets.delete(socket));
+    new WireConnection(socket, { deps, secureContext, decoySecret, cancels, refresher, log }).start();
+  });
+  server.maxConnections = config.gateway.limits.max_connections;
+  return {
+    server,
+    async close() {
+      await new Promise<void>((resolve) => {
+        server.close(() => resolve());
+        for (const s of sockets) s.end(errorResponse({ severity: 'FATAL', sqlstate: '57P01', message: 'terminating connection: the gateway is shutting down' }));
+        setTimeout(() => {
+          for (const s of sockets) s.destroy();
+        }, 2_000).unref();
+      });
+      await deps.pools.close();
+    },
+  };
+}
+
+interface ConnectionContext {
+  deps: WireListenerDeps;
+  secureContext: tls.SecureContext | null;
+  decoySecret: Buffer;
+  cancels: Map<number, CancelEntry>;
+  refresher: IdentityRefresher;
+  log: Logger;
+}
+
+/** One client connection: explicit states from startup to ready; protocol errors are answered 08P01 and close it. */
+class WireConnection {
+  #state: State = 'startup';
+  #socket: net.Socket;
+  #reader: FrameReader;
+  #queue: Frame[] = [];
+  #pumping = false;
+  #encrypted = false;
+  #params: Record<string, string> = {};
+  #user = '';
+  #scram: ScramServer | null = null;
+  #identity: AgentIdentity | null = null;
+  #verifier: string | null = null;
+  #upstream: UpstreamConnection | null = null;
+  #relay: WireRelay | null = null;
+  #pid = 0;
+  readonly #sessionId = randomUUID();
+
+  constructor(socket: net.Socket, private readonly ctx: ConnectionContext) {
+    this.#socket = socket;
+    const limits = ctx.deps.config.gateway.limits;
+    this.#reader = new FrameReader({ startupBytes: limits.pg_startup_packet_bytes, messageBytes: limits.pg_message_bytes });
+    this.#encrypted = ctx.deps.config.gateway.pg_tls.trusted_tls_offload;
+  }
+
+  start(): void {
+    this.#attach(this.#socket);
+    this.#socket.setTimeout(this.ctx.deps.config.gateway.timeouts.client_idle_ms, () => this.#fatal({ sqlstate: '08006', message: 'connection idle too long' }));
+  }
+
+  #attach(socket: net.Socket): void {
+    socket.on('data', (chunk: Buffer) => this.#onData(chunk));
+    socket.on('error', () => socket.destroy());
+    socket.on('close', () => void this.#cleanup());
+  }
+
+  #onData(chunk: Buffer): void {
+    this.#reader.push(chunk);
+    try {
+      for (let f = this.#reader.next(); f !== null; f = this.#reader.next()) {
+        if (this.#state === 'startup') {
+          // Startup packets are handled at once: an SSLRequest must be answered before any further byte is read.
+          this.#startup(f);
+          if (this.#state !== 'startup') this.#reader.startup = false;
+          if ((this.#state as State) === 'closed' || this.#socket.readableFlowing === false) return;
+          continue;
+        }
+        this.#queue.push(f);
+      }
+    } catch (err) {
+      return this.#protocolError(err);
+    }
+    if (this.#queue.length > MAX_QUEUED_FRAMES) this.#socket.pause();
+    void this.#pump();
+  }
+
+  async #pump(): Promise<void> {
+    if (this.#pumping) return;
+    this.#pumping = true;
+    try {
+      while (this.#queue.length > 0 && this.#state !== 'closed') {
+        const f = this.#queue.shift()!;
+        await this.#message(f);
+        if (this.#queue.length < MAX_QUEUED_FRAMES / 2) this.#socket.resume();
+      }
+    } catch (err) {
+      this.#protocolError(err);
+    } finally {
+      this.#pumping = false;
+    }
+  }
+
+  #protocolError(err: unknown): void {
+    if (err instanceof ProtocolViolation) return this.#fatal({ sqlstate: '08P01', message: err.message });
+    this.ctx.log.error({ err }, 'wire connection failed');
+    this.#fatal({ sqlstate: 'XX000', message: 'internal error' });
+  }
+
+  #fatal(e: Omit<ErrorFields, 'severity'>): void {
+    if (this.#state === 'closed') return;
+    this.#state = 'closed';
+    this.#socket.end(errorResponse({ ...e, severity: 'FATAL' }));
+  }
+
+  #startup(f: Frame): void {
+    const packet = parseStartup(f);
+    if (packet.kind === 'ssl') {
+      if (!this.ctx.secureContext || this.#socket instanceof tls.TLSSocket) return void this.#socket.write('N');
+      this.#socket.removeAllListeners('data');
+      this.#socket.removeAllListeners('close');
+      this.#socket.write('S');
+      const secure = new tls.TLSSocket(this.#socket, { isServer: true, secureContext: this.ctx.secureContext });
+      this.#socket = secure;
+      this.#encrypted = true;
+      this.#attach(secure);
+      return;
+    }
+    if (packet.kind === 'gssenc') return void this.#socket.write('N');
+    if (packet.kind === 'cancel') {
+      const entry = this.ctx.cancels.get(packet.pid);
+      const secret = Buffer.alloc(4);
+      secret.writeInt32BE(packet.secret, 0);
+      if (entry && timingSafeEqual(entry.secret, secret)) entry.cancel();
+      this.#state = 'closed';
+      return void this.#socket.end();
+    }
+    this.#params = packet.params;
+    if (this.ctx.deps.config.gateway.pg_tls.require_client_tls && !this.#encrypted) {
+      return this.#fatal({ sqlstate: '28000', message: 'TLS is required: connect with sslmode=require' });
+    }
+    this.#user = packet.params.user ?? '';
+    if (!this.#user) return this.#fatal({ sqlstate: '28000', message: 'no user name in the startup packet' });
+    this.#state = 'sasl_initial';
+    this.#socket.pause();
+    void this.#lookupUser().then(
+      () => {
+        this.#socket.write(authentication(AUTH_SASL, Buffer.from(`${SCRAM_MECHANISM}\0\0`)));
+        this.#socket.resume();
+      },
+      (err: unknown) => this.#fatal(errorFieldsOf(err)),
+    );
+  }
+
+  /** The identity whose wire user name is the startup user: its pg_username, or its name when it has none. */
+  async #lookupUser(): Promise<void> {
+    const db = this.ctx.deps.db;
+    let row = this.#user.length <= 255 ? await getIdentityByPgUsername(db, this.#user) : undefined;
+    if (!row && this.#user.length <= 255) {
+      const byName = await getIdentityByName(db, this.#user);
+      if (byName && byName.pg_username === null) row = byName;
+    }
+    const parsed = row && row.enabled && row.scram_verifier ? parseScramVerifier(row.scram_verifier) : null;
+    if (row && parsed) {
+      this.#identity = toAgentIdentity(row);
+      this.#verifier = row.scram_verifier;
+    }
+    this.#scram = new ScramServer(parsed ?? decoyVerifier(this.ctx.decoySecret, this.#user));
+  }
+
+  async #message(f: Frame): Promise<void> {
+    if (f.type === Frontend.Terminate) {
+      this.#state = 'closed';
+      this.#socket.end();
+      return;
+    }
+    switch (this.#state) {
+      case 'sasl_initial':
+      case 'sasl_continue':
+        if (f.type !== Frontend.Password) throw new ProtocolViolation('expected a SASL response');
+        return this.#sasl(f.body);
+      case 'ready':
+        return this.#relay!.handle(f);
+      default:
+        throw new ProtocolViolation('unexpected message');
+    }
+  }
+
+  #authFailed(): void {
+    this.#fatal({ sqlstate: '28P01', message: `password authentication failed for user "${this.#user.slice(0, 63)}"` });
+  }
+
+  async #sasl(body: Buffer): Promise<void> {
+    try {
+      if (this.#state === 'sasl_initial') {
+        const r = new BodyReader(body);
+        if (r.cstring() !== SCRAM_MECHANISM) throw new ScramFailure('unsupported SASL mechanism');
+        const len = r.int32();
+        const serverFirst = this.#scram!.first(r.bytes(len).toString('utf8'));
+        this.#state = 'sasl_continue';
+        this.#socket.write(authentication(AUTH_SASL_CONTINUE, Buffer.from(serverFirst)));
+        return;
+      }
+      const serverFinal = this.#scram!.final(body.toString('utf8'));
+      if (!this.#identity) throw new ScramFailure('unknown user');
+      this.#socket.write(authentication(AUTH_SASL_FINAL, Buffer.from(serverFinal)));
+    } catch (err) {
+      if (err instanceof ScramFailure) return this.#authFailed();
+      throw err;
+    }
+    this.#state = 'connecting';
+    await this.#connect();
+  }
+
+  async #connect(): Promise<void> {
+    const { deps } = this.ctx;
+    const sourceId = this.#params.database ?? this.#user;
+    const source = deps.pipeline.lookupSource(sourceId);
+    if (!source || !source.enabled || source.source_type !== 'postgres') {
+      return this.#fatal({ sqlstate: '3D000', message: `database "${sourceId.slice(0, 63)}" does not exist` });
+    }
+    const identity = this.#identity!;
+    try {
+      this.#upstream = await deps.pools.acquire(source);
+      if (identity.mapped_pg_role) await this.#upstream.simple(`SET ROLE ${quoteIdent(identity.mapped_pg_role)}`);
+      const sets = FORWARDED_STARTUP.filter((k) => typeof this.#params[k] === 'string' && this.#params[k]!.length <= 256).map((k) => `SET ${quoteIdent(k)} = ${quoteLiteral(this.#params[k]!)}`);
+      if (sets.length > 0) await this.#upstream.simple(sets.join('; '));
+    } catch (err) {
+      if (this.#upstream) await deps.pools.release(this.#upstream).catch(() => undefined);
+      this.#upstream = null;
+      const fields = isGatehouseError(err) ? errorFieldsOf(err) : { sqlstate: (err as { sqlstate?: string }).sqlstate ?? '08006', message: (err as Error).message };
+      return this.#fatal(fields);
+    }
+    if (this.#state === 'closed') return void (await this.#cleanup());
+    const upstream = this.#upstream;
+    const out: Buffer[] = [authentication(AUTH_OK)];
+    for (const [k, v] of upstream.params) if (k !== 'session_authorization' && k !== 'is_superuser') out.push(parameterStatus(k, v));
+    out.push(parameterStatus('session_authorization', this.#user), parameterStatus('is_superuser', 'off'));
+    this.#pid = this.#registerCancel();
+    const secret = this.ctx.cancels.get(this.#pid)!.secret.readInt32BE(0);
+    out.push(backendKeyData(this.#pid, secret), readyForQuery(upstream.transactionStatus));
+    this.#relay = new WireRelay(this.#socket, upstream, {
+      decider: { pipeline: deps.pipeline, auditor: deps.auditor, sessionId: this.#sessionId, clientIp: this.#socket.remoteAddress ?? null, sourceId },
+      pii: deps.pipeline.pii,
+      defaultPiiMode: deps.config.pii.default_mode,
+      maxRows: deps.config.gateway.limits.result_rows,
+      identity: () => this.#currentIdentity(),
+      log: this.ctx.log,
+    });
+    this.#state = 'ready';
+    this.#socket.write(Buffer.concat(out));
+  }
+
+  #registerCancel(): number {
+    for (;;) {
+      const pid = randomInt(1, 0x7fffffff);
+      if (this.ctx.cancels.has(pid)) continue;
+      this.ctx.cancels.set(pid, { secret: randomBytes(4), cancel: () => this.#relay?.cancel() });
+      return pid;
+    }
+  }
+
+  /** The identity re-checked for this statement: still enabled, same key; its grant version is current. */
+  async #currentIdentity(): Promise<AgentIdentity> {
+    const now = await this.ctx.refresher.current(this.#identity!.id);
+    if (!now || !now.identity.enabled || now.verifier !== this.#verifier) {
+      this.#fatal({ sqlstate: '28000', message: 'the identity was disabled or its key changed; sign in again' });
+      throw new ProtocolViolation('identity no longer valid');
+    }
+    return now.identity;
+  }
+
+  async #cleanup(): Promise<void> {
+    this.#state = 'closed';
+    if (this.#pid) this.ctx.cancels.delete(this.#pid);
+    this.#pid = 0;
+    const upstream = this.#upstream;
+    this.#upstream = null;
+    if (!upstream) return;
+    const relay = this.#relay;
+    relay?.abandon();
+    // An upstream still answering cannot be reset in a known state: it is closed instead of reused.
+    if (relay?.busy) upstream.destroy();
+    await this.ctx.deps.pools.release(upstream).catch(() => undefined);
+  }
+}

@@ -1,0 +1,499 @@
+// The ready-state of a wire session: governs each statement, relays allowed messages to the session's upstream connection and its answers back, streaming rows through redaction and the row bound.
+import type net from 'node:net';
+import type { AgentIdentity } from '../../identity/index.js';
+import type { PiiMode, PiiScanner } from '../../governance/pii/index.js';
+import type { GovernedRequest } from '../../pipeline/context.js';
+import { isWriteOperation } from '../../pipeline/context.js';
+import { guardedParse } from '../../governance/sql/parser.js';
+import type { SqlClassifier } from '../../governance/sql/index.js';
+import type { UpstreamConnection } from '../../connectors/postgres-exec.js';
+import {
+  Backend,
+  Frontend,
+  ProtocolViolation,
+  dataRow,
+  describePortal,
+  errorResponse,
+  fieldsMessage,
+  parseBind,
+  parseDataRow,
+  parseDescribeOrClose,
+  parseErrorFields,
+  parseExecute,
+  parseParse,
+  parseQuery,
+  parseRowDescription,
+  queryMessage,
+  type ErrorFields,
+  type Frame,
+} from './protocol.js';
+import { WIRE_EXECUTE_STAGES, WIRE_PARSE_STAGES, decideStatement, endQuietly, type StatementDecision, type WireDecider } from './decide.js';
+
+/** Types whose binary form is their UTF-8 text, so personal-data scanning applies in binary results too. */
+const TEXT_LIKE_OIDS = new Set([25, 1043, 1042, 19, 114]);
+
+interface RowPlan {
+  /** Per column: 'keep' relays as is; 'scan' goes through the redactor; 'refuse' is a redacted column requested in binary. */
+  redact: ((values: readonly (string | null)[]) => { values: (string | null)[]; redactions: number }) | null;
+  textColumns: boolean[];
+  refuseBinary: string | null;
+}
+
+/** One statement between its decision and its end: its audit entry and what the upstream returned. */
+interface StatementRun {
+  req: GovernedRequest;
+  plan: RowPlan | null;
+  portal: Portal | null;
+  rows: number;
+  redactions: number;
+  bytesOut: number;
+  limitHit: boolean;
+  ended: boolean;
+}
+
+interface Portal {
+  sql: string;
+  params: unknown[];
+  described: boolean;
+  /** The upstream's RowDescription of the portal, kept to plan redaction of its rows. */
+  description?: Buffer;
+}
+
+type Pending =
+  | { kind: 'query'; runs: StatementRun[]; index: number; localError: Buffer | null }
+  | { kind: 'simple1'; expect: number }
+  | { kind: 'describeS'; stage: 0 | 1 }
+  | { kind: 'describeP'; portal: Portal | null; internal: boolean }
+  | { kind: 'execute'; run: StatementRun }
+  | { kind: 'sync'; localError: Buffer | null; hadError: boolean };
+
+export interface RelayDeps {
+  decider: WireDecider;
+  pii: PiiScanner;
+  defaultPiiMode: PiiMode;
+  maxRows: number;
+  identity(): Promise<AgentIdentity>;
+  log: { warn(o: object, m?: string): void };
+}
+
+export class WireRelay {
+  readonly #pending: Pending[] = [];
+  readonly #statements = new Map<string, string>();
+  readonly #portals = new Map<string, Portal>();
+  #batch: Buffer[] = [];
+  #failed: ErrorFields | null = null;
+  #closed = false;
+
+  constructor(private readonly client: net.Socket, private readonly upstream: UpstreamConnection, private readonly deps: RelayDeps) {
+    upstream.setHandler((type, raw, body) => this.#onUpstream(type, raw, body));
+    client.on('drain', () => upstream.resume());
+  }
+
+  /** True while the upstream still owes answers (the connection cannot be reset and reused yet). */
+  get busy(): boolean {
+    return this.#pending.length > 0;
+  }
+
+  cancel(): void {
+    if (this.#pending.length > 0) this.upstream.cancel();
+  }
+
+  /** Ends the audit entries of statements that never finished (the client went away). */
+  abandon(): void {
+    this.#closed = true;
+    for (const p of this.#pending) {
+      const runs = p.kind === 'query' ? p.runs : p.kind === 'execute' ? [p.run] : [];
+      for (const r of runs) if (!r.ended) this.#end(r, { status: 499, decision: 'error', error_code: 'client_closed' });
+    }
+    this.upstream.setHandler(null);
+  }
+
+  #send(buf: Buffer): void {
+    if (this.#closed) return;
+    if (!this.client.write(buf)) this.upstream.pause();
+  }
+
+  // ---- client side ----
+
+  async handle(frame: Frame): Promise<void> {
+    if (this.#failed && frame.type !== Frontend.Sync) return;
+    switch (frame.type) {
+      case Frontend.Query:
+        return this.#query(parseQuery(frame.body));
+      case Frontend.Parse:
+        return this.#parse(frame);
+      case Frontend.Bind:
+        return this.#bind(frame);
+      case Frontend.Describe: {
+        const d = parseDescribeOrClose(frame.body);
+        if (d.target === 'P') {
+          const portal = this.#portals.get(d.name) ?? null;
+          if (portal) portal.described = true;
+          this.#pending.push({ kind: 'describeP', portal, internal: false });
+        } else this.#pending.push({ kind: 'describeS', stage: 0 });
+        this.#batch.push(frame.raw);
+        return;
+      }
+      case Frontend.Execute:
+        return this.#execute(frame);
+      case Frontend.Close: {
+        const c = parseDescribeOrClose(frame.body);
+        if (c.target === 'S') this.#statements.delete(c.name);
+        else this.#portals.delete(c.name);
+        this.#pending.push({ kind: 'simple1', expect: Backend.CloseComplete });
+        this.#batch.push(frame.raw);
+        return;
+      }
+      case Frontend.Sync: {
+        const localError = this.#failed ? errorResponse(this.#failed) : null;
+        this.#failed = null;
+        this.#pending.push({ kind: 'sync', localError, hadError: false });
+        this.#batch.push(frame.raw);
+        this.#flushBatch();
+        return;
+      }
+      case Frontend.Flush:
+        this.#batch.push(frame.raw);
+        this.#flushBatch();
+        return;
+      case Frontend.CopyData:
+      case Frontend.CopyDone:
+      case Frontend.CopyFail:
+        // Only meaningful inside a COPY FROM STDIN the statement decision allowed; the upstream refuses them otherwise.
+        this.upstream.write(frame.raw);
+        return;
+      case Frontend.FunctionCall:
+        this.#refuseExtended({ sqlstate: '0A000', message: 'The function call protocol message is not supported through the gateway.' });
+        return;
+      default:
+        throw new ProtocolViolation(`unexpected message type ${frame.type}`);
+    }
+  }
+
+  #flushBatch(): void {
+    if (this.#batch.length === 0) return;
+    this.upstream.write(this.#batch.length === 1 ? this.#batch[0]! : Buffer.concat(this.#batch));
+    this.#batch = [];
+  }
+
+  /** Extended protocol: an error, then every message up to Sync is ignored (as a server would). */
+  #refuseExtended(error: ErrorFields): void {
+    this.#failed = error;
+  }
+
+  #run(req: GovernedRequest, portal: Portal | null): StatementRun {
+    return { req, plan: null, portal, rows: 0, redactions: 0, bytesOut: 0, limitHit: false, ended: false };
+  }
+
+  async #decide(sql: string, params: readonly unknown[], stages: typeof WIRE_EXECUTE_STAGES): Promise<StatementDecision> {
+    const identity = await this.deps.identity();
+    return decideStatement(this.deps.decider, identity, sql, params, stages);
+  }
+
+  async #query(sql: string): Promise<void> {
+    const texts = splitStatements(sql, this.deps.decider.pipeline.sql);
+    if (texts.length === 0) {
+      // Empty or comment-only: nothing to govern, the upstream answers EmptyQueryResponse.
+      this.#pending.push({ kind: 'query', runs: [], index: 0, localError: null });
+      this.upstream.write(queryMessage(sql));
+      return;
+    }
+    // Decide every statement first: if any is refused or queued, none runs (docs/pgwire.md).
+    const decisions: StatementDecision[] = [];
+    for (const text of texts) decisions.push(await this.#decide(text, [], WIRE_EXECUTE_STAGES));
+    const refusal = decisions.find((d) => d.kind !== 'allow');
+    if (refusal) {
+      for (const d of decisions) {
+        if (d.kind !== 'allow') continue;
+        d.req.audit.addReason('pgwire: not executed, another statement of the same query was refused');
+        endQuietly(this.deps.decider, d.req.audit, { status: 409, decision: 'error', error_code: 'not_executed' });
+      }
+      // An empty query keeps the answer in order behind earlier pipelined ones; its EmptyQueryResponse becomes the error.
+      this.#pending.push({ kind: 'query', runs: [], index: 0, localError: errorResponse((refusal as { error: ErrorFields }).error) });
+      this.upstream.write(queryMessage(''));
+      return;
+    }
+    const runs = decisions.map((d) => this.#run(d.req, null));
+    if (runs.some((r) => isWriteOperation(r.req.operation))) runs[0]!.req.audit.admit();
+    this.#pending.push({ kind: 'query', runs, index: 0, localError: null });
+    this.upstream.write(queryMessage(sql));
+  }
+
+  async #parse(frame: Frame): Promise<void> {
+    const { name, sql } = parseParse(frame.body);
+    if (splitStatements(sql, this.deps.decider.pipeline.sql).length > 1) {
+      this.#refuseExtended({ sqlstate: '42601', message: 'cannot insert multiple commands into a prepared statement' });
+      return;
+    }
+    const decision = sql.trim() === '' ? null : await this.#decide(sql, [], WIRE_PARSE_STAGES);
+    if (decision && decision.kind !== 'allow') {
+      this.#refuseExtended(decision.error);
+      return;
+    }
+    this.#statements.set(name, sql);
+    this.#pending.push({ kind: 'simple1', expect: Backend.ParseComplete });
+    this.#batch.push(frame.raw);
+  }
+
+  #bind(frame: Frame): void {
+    const bind = parseBind(frame.body);
+    const sql = this.#statements.get(bind.statement);
+    if (sql === undefined) {
+      this.#refuseExtended({ sqlstate: '26000', message: `prepared statement "${bind.statement}" does not exist` });
+      return;
+    }
+    this.#portals.set(bind.portal, { sql, params: bind.params, described: false });
+    this.#pending.push({ kind: 'simple1', expect: Backend.BindComplete });
+    this.#batch.push(frame.raw);
+  }
+
+  async #execute(frame: Frame): Promise<void> {
+    const { portal: name } = parseExecute(frame.body);
+    const portal = this.#portals.get(name);
+    if (!portal) {
+      this.#refuseExtended({ sqlstate: '34000', message: `portal "${name}" does not exist` });
+      return;
+    }
+    if (portal.sql.trim() === '') {
+      this.#pending.push({ kind: 'execute', run: { ...this.#run({} as GovernedRequest, portal), ended: true } });
+      this.#batch.push(frame.raw);
+      return;
+    }
+    const decision = await this.#decide(portal.sql, portal.params, WIRE_EXECUTE_STAGES);
+    if (decision.kind !== 'allow') {
+      this.#refuseExtended(decision.error);
+      return;
+    }
+    const run = this.#run(decision.req, portal);
+    if (isWriteOperation(run.req.operation)) run.req.audit.admit();
+    if (!portal.described && this.#needsPlan(run)) {
+      // The rows need column names for redaction: ask for the portal's description without relaying it.
+      this.#pending.push({ kind: 'describeP', portal, internal: true });
+      this.#batch.push(describePortal(name));
+      portal.described = true;
+    }
+    this.#pending.push({ kind: 'execute', run });
+    this.#batch.push(frame.raw);
+  }
+
+  #needsPlan(run: StatementRun): boolean {
+    const o = run.req.policyDecision?.obligations;
+    return (o?.redact_columns.length ?? 0) > 0 || (o?.pii_mode ?? this.deps.defaultPiiMode) !== 'off';
+  }
+
+  #planFor(run: StatementRun, body: Buffer): RowPlan | null {
+    if (!this.#needsPlan(run)) return null;
+    const o = run.req.policyDecision!.obligations;
+    const desc = parseRowDescription(body);
+    const redact = this.deps.pii.rowRedactor(desc.names, { mode: o.pii_mode ?? this.deps.defaultPiiMode, redactColumns: o.redact_columns });
+    // A probe row without personal data shows which columns are replaced whatever their value.
+    const probe = desc.names.map(() => '\u0001');
+    const replaced = redact(probe).values.map((v, i) => v !== probe[i]);
+    let refuseBinary: string | null = null;
+    const textColumns = desc.formats.map((f, i) => {
+      if (f === 0) return true;
+      if (replaced[i]) refuseBinary ??= desc.names[i]!;
+      return TEXT_LIKE_OIDS.has(desc.typeOids[i]!);
+    });
+    return { redact, textColumns, refuseBinary };
+  }
+
+  // ---- upstream side ----
+
+  #head(): Pending | undefined {
+    return this.#pending[0];
+  }
+
+  #currentRun(): StatementRun | null {
+    const h = this.#head();
+    if (h?.kind === 'query') return h.runs[h.index] ?? null;
+    if (h?.kind === 'execute') return h.run;
+    return null;
+  }
+
+  #end(run: StatementRun, fields: Parameters<typeof endQuietly>[2]): void {
+    if (run.ended) return;
+    run.ended = true;
+    endQuietly(this.deps.decider, run.req.audit, { redactions: run.redactions, bytes_out: run.bytesOut, ...fields });
+  }
+
+  #onUpstream(type: number, raw: Buffer, body: Buffer): void {
+    switch (type) {
+      case 0:
+        if (!this.#closed) this.#send(errorResponse({ severity: 'FATAL', sqlstate: '08006', message: 'the upstream connection was lost' }));
+        this.abandon();
+        this.client.end();
+        return;
+      case Backend.ParameterStatus:
+      case Backend.NotificationResponse:
+        return this.#send(raw);
+      case Backend.NoticeResponse:
+        return this.#send(fieldsMessage(Backend.NoticeResponse, this.upstream.sanitizeFields(parseErrorFields(body))));
+      case Backend.ErrorResponse:
+        return this.#onError(body);
+      case Backend.ReadyForQuery:
+        return this.#onReady(raw);
+      case Backend.RowDescription:
+        return this.#onRowDescription(raw, body);
+      case Backend.NoData: {
+        const h = this.#pending.shift();
+        if (h?.kind === 'describeS' || (h?.kind === 'describeP' && !h.internal)) this.#send(raw);
+        return;
+      }
+      case Backend.ParameterDescription:
+        if (this.#head()?.kind === 'describeS') (this.#head() as { stage: number }).stage = 1;
+        return this.#send(raw);
+      case Backend.DataRow:
+        return this.#onDataRow(raw, body);
+      case Backend.CommandComplete:
+      case Backend.EmptyQueryResponse:
+      case Backend.PortalSuspended:
+        return this.#onComplete(type, raw);
+      case Backend.ParseComplete:
+      case Backend.BindComplete:
+      case Backend.CloseComplete:
+        if (this.#head()?.kind === 'simple1') this.#pending.shift();
+        return this.#send(raw);
+      default:
+        // COPY responses and data, anything else: relayed in order.
+        return this.#send(raw);
+    }
+  }
+
+  #onError(body: Buffer): void {
+    const msg = fieldsMessage(Backend.ErrorResponse, this.upstream.sanitizeFields(parseErrorFields(body)));
+    const sqlstate = parseErrorFields(body).get('C') ?? 'XX000';
+    const h = this.#head();
+    if (h?.kind === 'query') {
+      const run = h.runs[h.index];
+      if (run) {
+        run.req.audit.addReason(`upstream sqlstate ${sqlstate}`);
+        this.#end(run, { status: 400, decision: 'allow', error_code: 'upstream_sql_error' });
+      }
+      for (const r of h.runs.slice(h.index + 1)) this.#end(r, { status: 409, decision: 'allow', error_code: 'not_executed' });
+      h.index = h.runs.length;
+    } else {
+      // Extended protocol: the upstream skips to Sync; everything before the Sync is answered by this error.
+      while (this.#pending.length > 0 && this.#head()!.kind !== 'sync') {
+        const p = this.#pending.shift()!;
+        if (p.kind === 'execute') {
+          p.run.req.audit?.addReason(`upstream sqlstate ${sqlstate}`);
+          if (p.run.req.audit) this.#end(p.run, { status: 400, decision: 'allow', error_code: 'upstream_sql_error' });
+        }
+      }
+      const sync = this.#head();
+      if (sync?.kind === 'sync') sync.hadError = true;
+    }
+    this.#send(msg);
+  }
+
+  #onReady(raw: Buffer): void {
+    const h = this.#pending.shift();
+    if (h?.kind === 'sync' && h.localError && !h.hadError) this.#send(h.localError);
+    if (h?.kind === 'query') for (const r of h.runs) this.#end(r, { status: 409, decision: 'allow', error_code: 'not_executed' });
+    this.#send(raw);
+  }
+
+  #onRowDescription(raw: Buffer, body: Buffer): void {
+    const h = this.#head();
+    if (h?.kind === 'query') {
+      const run = h.runs[h.index];
+      if (run) run.plan = this.#planFor(run, body);
+      return this.#send(raw);
+    }
+    if (h?.kind === 'describeS') {
+      this.#pending.shift();
+      return this.#send(raw);
+    }
+    if (h?.kind === 'describeP') {
+      this.#pending.shift();
+      // The plan is made from it at the portal's first row, under the decision of the statement that runs it.
+      if (h.portal) h.portal.description = Buffer.from(body);
+      if (!h.internal) this.#send(raw);
+      return;
+    }
+    this.#send(raw);
+  }
+
+  #onDataRow(raw: Buffer, body: Buffer): void {
+    const run = this.#currentRun();
+    if (!run || !run.req.audit) return this.#send(raw);
+    if (run.portal && run.plan === null) {
+      if (run.portal.description) run.plan = this.#planFor(run, run.portal.description);
+    }
+    run.rows++;
+    if (run.rows > this.deps.maxRows) {
+      run.limitHit = true;
+      return;
+    }
+    const plan = run.plan;
+    if (plan?.refuseBinary) return;
+    let out = raw;
+    if (plan?.redact) {
+      const values = parseDataRow(body);
+      const texts = values.map((v, i) => (v === null || !plan.textColumns[i] ? null : v.toString('utf8')));
+      const r = plan.redact(texts);
+      if (r.redactions > 0) {
+        run.redactions += r.redactions;
+        out = dataRow(values.map((v, i) => (plan.textColumns[i] && r.values[i] !== texts[i] ? Buffer.from(r.values[i] ?? '', 'utf8') : v)));
+      }
+    }
+    run.bytesOut += out.length;
+    this.#send(out);
+  }
+
+  #onComplete(type: number, raw: Buffer): void {
+    const h = this.#head();
+    let run: StatementRun | null = null;
+    if (h?.kind === 'query') {
+      if (type === Backend.EmptyQueryResponse && h.localError) {
+        h.localError = (this.#send(h.localError), null);
+        return;
+      }
+      run = h.runs[h.index] ?? null;
+      h.index++;
+    } else if (h?.kind === 'execute') {
+      this.#pending.shift();
+      run = h.run;
+    }
+    if (run && run.req.audit && !run.ended) {
+      if (run.plan?.refuseBinary) {
+        run.req.audit.addReason(`redaction: column ${run.plan.refuseBinary} requested in binary format`);
+        this.#end(run, { status: 400, decision: 'deny', error_code: 'binary_redacted_column' });
+        return this.#send(
+          errorResponse({
+            sqlstate: '0A000',
+            message: `column "${run.plan.refuseBinary}" is redacted by policy and cannot be returned in binary format`,
+            hint: 'Request text result format for this column.',
+          }),
+        );
+      }
+      if (run.limitHit) {
+        run.req.audit.addReason(`result rows above gateway.limits.result_rows (${this.deps.maxRows})`);
+        this.#end(run, { status: 413, decision: 'allow', error_code: 'payload_too_large' });
+        return this.#send(errorResponse({ sqlstate: '54000', message: `the result exceeds the gateway's row limit (${this.deps.maxRows} rows)` }));
+      }
+      this.#end(run, { status: 200, decision: 'allow', error_code: null });
+    }
+    this.#send(raw);
+  }
+}
+
+/** The statements of a query string as separate texts (byte offsets from the real parser); [] when it holds none. */
+export function splitStatements(sql: string, classifier: SqlClassifier): string[] {
+  // The classifier's cache answers the common single-statement case without a second parse.
+  const c = classifier.classify(sql);
+  if (!c.ok) return c.error.code === 'sql_empty' ? [] : [sql];
+  if (!c.multiStatement) return [sql];
+  const parsed = guardedParse(sql);
+  // Unparseable text is handed to the decision as a whole, which refuses it (42601).
+  if (!parsed.ok) return [sql];
+  const stmts = (parsed.tree as { stmts?: Array<{ stmt_location?: number; stmt_len?: number }> }).stmts ?? [];
+  if (stmts.length <= 1) return stmts.length === 0 ? [] : [sql];
+  const bytes = Buffer.from(sql, 'utf8');
+  return stmts.map((s) => {
+    const start = s.stmt_location ?? 0;
+    const end = s.stmt_len ? start + s.stmt_len : bytes.length;
+    return bytes.toString('utf8', start, end).trim();
+  });
+}

@@ -1,0 +1,96 @@
+// Test fixture for the wire listener: a running service, a real PostgreSQL database as the source (listed in privateSources: loopback egress), and helpers to run real clients.
+import { execFile } from 'node:child_process';
+import pg from 'pg';
+import { startWorld, type World } from '../support/world.js';
+import { createTestDatabase, TEST_PG_HOST, TEST_PG_PORT, type TestDatabase } from '../support/pg.js';
+
+export interface WireWorld {
+  world: World;
+  upstream: TestDatabase;
+  sourceId: string;
+  port: number;
+  /** A direct (ungoverned) client on the upstream database, for setup and checks. */
+  direct<T>(fn: (c: pg.Client) => Promise<T>): Promise<T>;
+  /** A node-postgres client through the gateway. */
+  client(user: string, password: string, opts?: Partial<pg.ClientConfig>): Promise<pg.Client>;
+  psql(user: string, password: string, args: string[], input?: string): Promise<{ code: number; stdout: string; stderr: string }>;
+  stop(): Promise<void>;
+}
+
+export const SETUP_SQL = `
+create table customers (id int primary key, name text, email text, ssn text);
+insert into customers values (1, 'Ada', 'ada@example.com', '123-45-6789'), (2, 'Bob', 'bob@example.com', '987-65-4321');
+create table notes (id serial primary key, body text);
+create sequence counter_seq;
+`;
+
+export async function startWireWorld(opts: { sourceId?: string; env?: Record<string, string>; setupSql?: string; sourceConfig?: Record<string, unknown> } = {}): Promise<WireWorld> {
+  const sourceId = opts.sourceId ?? 'pgsrc';
+  const upstream = await createTestDatabase();
+  const direct = async <T>(fn: (c: pg.Client) => Promise<T>): Promise<T> => {
+    const c = new pg.Client({ connectionString: upstream.url });
+    await c.connect();
+    try {
+      return await fn(c);
+    } finally {
+      await c.end();
+    }
+  };
+  await direct((c) => c.query(opts.setupSql ?? SETUP_SQL));
+  const world = await startWorld({ privateSources: [sourceId], env: { ...opts.env } });
+  const created = await world.admin('POST', '/api/data-sources', {
+    name: sourceId,
+    source_id: sourceId,
+    source_type: 'postgres',
+    connection_config: { host: TEST_PG_HOST, port: TEST_PG_PORT, database: upstream.name, user: 'postgres', ssl_mode: 'disable', pool_max: 10, ...opts.sourceConfig },
+    create_default_roles: true,
+  });
+  if (created.status >= 300) throw new Error(`create source: ${created.status} ${created.text}`);
+  const deadline = Date.now() + 5_000;
+  while (!world.svc.running.services.registry.get(sourceId) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+  const port = world.svc.running.addresses['gateway.pg_port']!.port;
+  return {
+    world,
+    upstream,
+    sourceId,
+    port,
+    direct,
+    async client(user, password, extra = {}) {
+      const c = new pg.Client({ host: '127.0.0.1', port, user, password, database: sourceId, ...extra });
+      c.on('error', () => undefined);
+      await c.connect();
+      return c;
+    },
+    psql(user, password, args, input) {
+      return new Promise((resolve) => {
+        const child = execFile(
+          'psql',
+          ['-X', '-h', '127.0.0.1', '-p', String(port), '-U', user, '-d', sourceId, ...args],
+          { env: { ...process.env, PGPASSWORD: password, PGSSLMODE: 'disable', PGCONNECT_TIMEOUT: '10' }, timeout: 30_000 },
+          (err, stdout, stderr) => resolve({ code: err ? ((err as { code?: number }).code ?? 1) : 0, stdout, stderr }),
+        );
+        if (input !== undefined) child.stdin!.end(input);
+      });
+    },
+    async stop() {
+      await world.stop();
+      await upstream.drop();
+    },
+  };
+}
+
+/** Audit entries of the pgwire channel, straight from the control store. */
+export async function wireAudit(ww: WireWorld): Promise<Array<Record<string, unknown>>> {
+  const services = ww.world.svc.running.services;
+  await new Promise((r) => setTimeout(r, 100));
+  await services.audit.flush();
+  return ww.direct(async () => {
+    const c = new pg.Client({ connectionString: ww.world.svc.database!.url });
+    await c.connect();
+    try {
+      return (await c.query("select * from audit_entries where channel = 'pgwire' order by ts, id")).rows as Array<Record<string, unknown>>;
+    } finally {
+      await c.end();
+    }
+  });
+}
