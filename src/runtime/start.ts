@@ -6,7 +6,7 @@ import type { Logger } from '../observability/logger.js';
 import { buildServices, type Services } from './services.js';
 import { buildGatewayApp } from '../gateway/app.js';
 import { buildAdminApp } from '../admin/app.js';
-import { createWirePlaceholder } from '../gateway/pgwire/placeholder.js';
+import { buildWireListener } from '../gateway/pgwire/index.js';
 import { Worker } from '../worker/worker.js';
 import { maintainPartitions } from '../audit/partitions.js';
 
@@ -74,14 +74,10 @@ export async function startService(loaded: LoadedConfig, role: ServiceRole, log:
       addresses['gateway.http_port'] = await listenFastify(gateway, 'gateway.http_port', config.gateway.host, config.gateway.http_port);
       listeners.push({ key: 'gateway.http_port', close: () => gateway.close() });
       if (config.gateway.pg_enabled) {
-        const wire = createWirePlaceholder({
-          log: log.child({ listener: 'pgwire' }),
-          maxStartupPacketBytes: config.gateway.limits.pg_startup_packet_bytes,
-          idleTimeoutMs: config.gateway.timeouts.client_idle_ms,
-        });
+        const wire = await buildWireListener(services);
         const host = config.gateway.pg_host ?? config.gateway.host;
-        addresses['gateway.pg_port'] = await listenNet(wire, 'gateway.pg_port', host, config.gateway.pg_port);
-        listeners.push({ key: 'gateway.pg_port', close: () => new Promise((resolve) => wire.close(() => resolve())) });
+        addresses['gateway.pg_port'] = await listenNet(wire.server, 'gateway.pg_port', host, config.gateway.pg_port);
+        listeners.push({ key: 'gateway.pg_port', close: () => wire.close() });
       }
     }
     if (role === 'all' || role === 'admin') {
