@@ -170,6 +170,14 @@ function createPool(parsed: ParsedUrl, opts: ControlStoreOptions, ssl: Connectio
     const translated = translateConnectionError(error, parsed.target);
     logger.warn({ store: parsed.target, reason: translated?.reason ?? 'unknown' }, 'idle control-store connection failed');
   });
+  // A client that loses its server while checked out emits on the client itself (its query also rejects, which
+  // callers handle); without a listener that event is an uncaught exception that stops the process.
+  pool.on('connect', (client) => {
+    client.on('error', (error) => {
+      const translated = translateConnectionError(error, parsed.target);
+      logger.warn({ store: parsed.target, reason: translated?.reason ?? 'unknown' }, 'control-store connection lost during a query');
+    });
+  });
   return pool;
 }
 
