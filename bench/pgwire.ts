@@ -1,0 +1,80 @@
+// bench:pgwire — pgbench -S and the TPC-B-like script, 8 clients on loopback: PostgreSQL directly, PgBouncer (session mode), Gatehouse with full governance; prints TPS, ratios and PASS/FAIL (issue 8).
+import { execFile, execFileSync, spawn } from 'node:child_process';
+import { chmodSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import net from 'node:net';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { startWireWorld } from '../test/pgwire/fixture.js';
+
+const SECONDS = Number(process.env.BENCH_SECONDS ?? 10);
+const CLIENTS = 8;
+
+function freePort(): Promise<number> {
+  return new Promise((resolve) => {
+    const s = net.createServer().listen(0, '127.0.0.1', () => {
+      const p = (s.address() as net.AddressInfo).port;
+      s.close(() => resolve(p));
+    });
+  });
+}
+
+function pgbench(args: string[], env: Record<string, string> = {}): Promise<number> {
+  return new Promise((resolve, reject) => {
+    execFile('pgbench', ['-n', '-c', String(CLIENTS), '-j', '2', '-T', String(SECONDS), '-M', 'prepared', ...args], { env: { ...process.env, PGSSLMODE: 'disable', ...env }, timeout: (SECONDS + 60) * 1000 }, (err, stdout, stderr) => {
+      const m = /tps = ([\d.]+)/.exec(stdout);
+      if (err || !m) return reject(new Error(`pgbench failed: ${stderr || stdout}`));
+      resolve(Number(m[1]));
+    });
+  });
+}
+
+async function main(): Promise<void> {
+  const ww = await startWireWorld({ sourceId: 'benchsrc', setupSql: 'select 1', sourceConfig: { pool_max: 16 }, env: { SERVICE_OBSERVABILITY__LOG_LEVEL: 'warn' } });
+  const db = ww.upstream.name;
+  execFileSync('pgbench', ['-i', '-q', '-s', '10', '-h', '127.0.0.1', '-p', '5432', '-U', 'postgres', db], { stdio: 'ignore' });
+  const agent = await ww.world.agent('bench-agent', [{ source_id: ww.sourceId, role_key: 'writer' }]);
+
+  const dir = mkdtempSync(path.join(tmpdir(), 'gh-pgbouncer-'));
+  chmodSync(dir, 0o777);
+  const bouncerPort = await freePort();
+  writeFileSync(path.join(dir, 'userlist.txt'), '"postgres" ""\n');
+  writeFileSync(
+    path.join(dir, 'pgbouncer.ini'),
+    `[databases]\n${db} = host=127.0.0.1 port=5432 dbname=${db} user=postgres\n[pgbouncer]\nlisten_addr = 127.0.0.1\nlisten_port = ${bouncerPort}\nunix_socket_dir =\nauth_type = trust\nauth_file = ${dir}/userlist.txt\npool_mode = session\nmax_client_conn = 100\ndefault_pool_size = 16\nlogfile = ${dir}/pgbouncer.log\n`,
+  );
+  chmodSync(path.join(dir, 'pgbouncer.ini'), 0o644);
+  // PgBouncer refuses to run as root: -u drops to the postgres user.
+  const bouncer = spawn('pgbouncer', ['-u', 'postgres', path.join(dir, 'pgbouncer.ini')], { stdio: 'ignore' });
+  await new Promise((r) => setTimeout(r, 1_000));
+
+  const targets = {
+    direct: { args: ['-h', '127.0.0.1', '-p', '5432', '-U', 'postgres', db], env: {} },
+    pgbouncer: { args: ['-h', '127.0.0.1', '-p', String(bouncerPort), '-U', 'postgres', db], env: {} },
+    gatehouse: { args: ['-h', '127.0.0.1', '-p', String(ww.port), '-U', 'bench-agent', ww.sourceId], env: { PGPASSWORD: agent.key } },
+  };
+  const results: Record<string, Record<string, number>> = { '-S': {}, 'tpcb': {} };
+  try {
+    for (const [script, extra] of [['-S', ['-S']], ['tpcb', []]] as const) {
+      for (const [name, t] of Object.entries(targets)) {
+        results[script]![name] = await pgbench([...extra, ...t.args], t.env);
+        console.log(`${script.padEnd(5)} ${name.padEnd(10)} ${results[script]![name]!.toFixed(0)} tps`);
+      }
+    }
+  } finally {
+    bouncer.kill('SIGTERM');
+    await ww.stop();
+    rmSync(dir, { recursive: true, force: true });
+  }
+  const s = results['-S']!;
+  const vsDirect = s.gatehouse! / s.direct!;
+  const vsBouncer = s.gatehouse! / s.pgbouncer!;
+  const t = results.tpcb!;
+  console.log(`\n-S   gatehouse/direct ${(vsDirect * 100).toFixed(1)}% (goal ≥ 50%) ${vsDirect >= 0.5 ? 'PASS' : 'FAIL'}`);
+  console.log(`-S   gatehouse/pgbouncer ${(vsBouncer * 100).toFixed(1)}% (goal ≥ 80%) ${vsBouncer >= 0.8 ? 'PASS' : 'FAIL'}`);
+  console.log(`tpcb gatehouse/direct ${((t.gatehouse! / t.direct!) * 100).toFixed(1)}%, gatehouse/pgbouncer ${((t.gatehouse! / t.pgbouncer!) * 100).toFixed(1)}%`);
+}
+
+main().catch((err: unknown) => {
+  console.error(err);
+  process.exit(1);
+});
