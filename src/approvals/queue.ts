@@ -6,12 +6,23 @@ import type { PiiScanner } from '../governance/pii/index.js';
 import type { ApprovalQueue, ApprovalTicket, GovernedRequest } from '../pipeline/context.js';
 import { FORWARDED_REQUEST_HEADERS } from '../pipeline/http.js';
 import type { PayloadCipher } from './crypto.js';
+import type { ApprovalNotice } from '../notify/message.js';
 
 const PREVIEW_CHARS = 512;
 
 /** The original request as it will be executed on approval; only ever stored encrypted. */
 export type StoredRequest =
-  | { kind: 'http'; method: string; url: string; path: string; query: string; headers: Record<string, string>; body_b64: string | null }
+  | {
+      kind: 'http';
+      method: string;
+      /** The request target as received (`/proxy/<source>/…`): execution resolves it again against the source, exactly as a live request. */
+      raw_target: string;
+      url: string;
+      path: string;
+      query: string;
+      headers: Record<string, string>;
+      body_b64: string | null;
+    }
   | { kind: 'sql'; sql: string; params: unknown[] };
 
 export interface ApprovalIntakeOptions {
@@ -20,6 +31,8 @@ export interface ApprovalIntakeOptions {
   pii: PiiScanner;
   expirySeconds: number;
   maxRequestBytes: number;
+  /** Told of every queued approval (the `pending` notification); must not throw or wait. */
+  onQueued?: (notice: ApprovalNotice) => void;
 }
 
 function storedRequestOf(req: GovernedRequest): StoredRequest {
@@ -28,7 +41,7 @@ function storedRequestOf(req: GovernedRequest): StoredRequest {
   const headers: Record<string, string> = {};
   for (const name of FORWARDED_REQUEST_HEADERS) if (a.headers[name] !== undefined) headers[name] = a.headers[name]!;
   const t = req.httpTarget!;
-  return { kind: 'http', method: a.method, url: t.url.toString(), path: t.path, query: t.query, headers, body_b64: a.body ? a.body.toString('base64') : null };
+  return { kind: 'http', method: a.method, raw_target: a.rawTarget, url: t.url.toString(), path: t.path, query: t.query, headers, body_b64: a.body ? a.body.toString('base64') : null };
 }
 
 /** What approvers see: SQL with literals replaced, or the method and path; never a query string, header or raw body. */
@@ -65,12 +78,13 @@ export class ApprovalIntake implements ApprovalQueue {
       role_key: req.roleDecision?.role_key ?? null,
       preview: previewOf(req, this.opts.pii),
     };
+    const summary = summaryOf(req);
     const row = await this.opts.db
       .insertInto('approvals')
       .values({
         identity_id: req.identity.id,
         source_id: req.source.source_id,
-        sql_text: summaryOf(req),
+        sql_text: summary,
         request_payload: this.opts.cipher.encrypt(stored),
         risk_level: req.risk.level,
         expires_at: sql<Date>`now() + make_interval(secs => ${this.opts.expirySeconds})`,
@@ -78,6 +92,11 @@ export class ApprovalIntake implements ApprovalQueue {
       } as never)
       .returning(['id', 'expires_at'])
       .executeTakeFirstOrThrow();
+    try {
+      this.opts.onQueued?.({ event: 'pending', approval_id: row.id, source_id: req.source.source_id, identity_id: req.identity.id, identity_name: req.identity.name, risk_level: req.risk.level, summary });
+    } catch {
+      // Notifications are best effort (spec §6.1): never a reason to fail the request.
+    }
     return { id: row.id, state: 'pending', expires_at: new Date(row.expires_at as unknown as string).toISOString() };
   }
 }

@@ -1,0 +1,36 @@
+// The agent side of approvals on the gateway (DESIGN §8): `GET /approvals/{id}` with the agent's key reads its own approval's state and result; anyone else's is 404.
+import type { FastifyInstance } from 'fastify';
+import { GatehouseError } from '../errors/registry.js';
+import type { AgentIdentity } from '../identity/index.js';
+import type { Db } from '../store/repos/util.js';
+import { getApproval } from './store.js';
+
+export interface AgentApprovalRouteDeps {
+  db: Db;
+  authenticate(authorization: string | undefined): Promise<AgentIdentity>;
+}
+
+const ID = /^[1-9][0-9]{0,9}$/;
+const MAX_ID = 2_147_483_647;
+
+export function registerAgentApprovalRoute(app: FastifyInstance, deps: AgentApprovalRouteDeps): void {
+  app.get<{ Params: { approval_id: string } }>('/approvals/:approval_id', async (req) => {
+    // Who asks comes first: an anonymous caller learns nothing, not even whether the id is well formed.
+    const identity = await deps.authenticate(req.headers.authorization);
+    const raw = req.params.approval_id;
+    if (!ID.test(raw) || Number(raw) > MAX_ID) throw new GatehouseError('invalid_request', 'The approval id must be a positive integer.');
+    const row = await getApproval(deps.db, Number(raw));
+    // Another identity's approval answers exactly like a missing one, so ids reveal nothing (not 403).
+    if (!row || row.identity_id !== identity.id) throw new GatehouseError('not_found', 'Approval not found.');
+    return {
+      id: row.id,
+      status: row.status,
+      source_id: row.source_id,
+      created_at: row.created_at.toISOString(),
+      expires_at: row.expires_at?.toISOString() ?? null,
+      executed_at: row.executed_at?.toISOString() ?? null,
+      // Stored bounded (approvals.max_result_bytes) and already redacted by the pipeline's redaction stage.
+      result: row.result ?? null,
+    };
+  });
+}

@@ -1,0 +1,59 @@
+// The approval service of a composition root, built once on the shared governance runtime (so approved requests run through the live pipeline's deps).
+import { buildGovernanceRuntime } from '../runtime/governance.js';
+import type { Services } from '../runtime/services.js';
+import { notifierFor } from '../notify/index.js';
+import { ApprovalExecutor } from './execute.js';
+import { ApprovalService, claimTimeoutMsFor, sweepApprovals } from './service.js';
+
+const services2approvals = new WeakMap<Services, Promise<ApprovalService>>();
+
+async function createApprovalService(services: Services): Promise<ApprovalService> {
+  const governance = await buildGovernanceRuntime(services);
+  const log = services.log.child({ component: 'approvals' });
+  // The executor asks the service for the SQL executor at run time: the wire listener may register it after this is built.
+  let service: ApprovalService | null = null;
+  const executor = new ApprovalExecutor({
+    cipher: governance.cipher,
+    pipeline: governance.deps,
+    auditor: services.auditor,
+    log,
+    maxResultBytes: services.config.approvals.max_result_bytes,
+    sqlExecutor: () => service?.sqlExecutor ?? null,
+  });
+  service = new ApprovalService({
+    db: services.db,
+    notifier: notifierFor(services),
+    log,
+    claimTimeoutMs: claimTimeoutMsFor(services.config.gateway.timeouts.upstream_request_ms),
+    executor,
+  });
+  return service;
+}
+
+/** The process's approval service (admin decisions, recovery, the SQL executor registration point). */
+export function approvalServiceFor(services: Services): Promise<ApprovalService> {
+  let service = services2approvals.get(services);
+  if (service === undefined) {
+    service = createApprovalService(services);
+    services2approvals.set(services, service);
+    service.catch(() => services2approvals.delete(services));
+  }
+  return service;
+}
+
+/** The worker task of issue 7 item 4: expiry and stale execution claims; needs only the store and the notifier. */
+export function approvalSweepTask(services: Services) {
+  return {
+    name: 'approvals-sweep',
+    intervalMs: services.config.worker.sweep_interval_seconds * 1000,
+    runAtStart: true,
+    run: async () => {
+      await sweepApprovals({
+        db: services.db,
+        notifier: notifierFor(services),
+        log: services.log.child({ component: 'approvals' }),
+        claimTimeoutMs: claimTimeoutMsFor(services.config.gateway.timeouts.upstream_request_ms),
+      });
+    },
+  };
+}
