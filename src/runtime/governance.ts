@@ -12,6 +12,7 @@ import { authenticateAgent, agentAuthDeps, type AgentIdentity } from '../identit
 import { loadSourceRoleContext } from '../store/repos/grants.js';
 import { PayloadCipher } from '../approvals/crypto.js';
 import { ApprovalIntake } from '../approvals/queue.js';
+import { notifierFor } from '../notify/index.js';
 import type { HttpPipelineDeps } from '../pipeline/http.js';
 import type { Services } from './services.js';
 
@@ -45,7 +46,24 @@ function cachedRoleContexts(services: Services): (identity: AgentIdentity, sourc
   };
 }
 
-export async function buildGovernanceRuntime(services: Services): Promise<GovernanceRuntime> {
+const runtimes = new WeakMap<Services, Promise<GovernanceRuntime>>();
+
+/**
+ * The governance runtime of a composition root, built once: the gateway, the wire listener and the admin's approval
+ * execution of one process share its egress pools, circuits, cache and limiter (issue 7: an approved request runs
+ * through the very same pipeline as a live one).
+ */
+export function buildGovernanceRuntime(services: Services): Promise<GovernanceRuntime> {
+  let runtime = runtimes.get(services);
+  if (runtime === undefined) {
+    runtime = createGovernanceRuntime(services);
+    runtimes.set(services, runtime);
+    runtime.catch(() => runtimes.delete(services));
+  }
+  return runtime;
+}
+
+async function createGovernanceRuntime(services: Services): Promise<GovernanceRuntime> {
   const { config, log } = services;
   await initSqlParser();
   const sql = new SqlClassifier({ maxLength: config.gateway.limits.sql_bytes });
@@ -84,7 +102,14 @@ export async function buildGovernanceRuntime(services: Services): Promise<Govern
     await generations.close();
   });
   const cipher = new PayloadCipher(services.secrets.get('approvals.encryption_key_ref'));
-  const approvals = new ApprovalIntake({ db: services.db, cipher, pii, expirySeconds: config.approvals.expiry_seconds, maxRequestBytes: config.approvals.max_request_bytes });
+  const approvals = new ApprovalIntake({
+    db: services.db,
+    cipher,
+    pii,
+    expirySeconds: config.approvals.expiry_seconds,
+    maxRequestBytes: config.approvals.max_request_bytes,
+    onQueued: (notice) => notifierFor(services).notify(notice),
+  });
   const authDeps = agentAuthDeps(services);
 
   const deps: HttpPipelineDeps = {
