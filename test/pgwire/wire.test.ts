@@ -127,6 +127,14 @@ describe('node-postgres (extended protocol)', () => {
       await c.end();
     }
     expect(await ww.direct(async (d) => (await d.query("select count(*)::int as n from customers where name = 'X'")).rows[0].n)).toBe(0);
+    // Approving through the admin API executes it once, through the SQL approval executor.
+    const id = Number(err.detail!.split('=')[1]);
+    const approved = await ww.world.admin('POST', `/api/approvals/${id}/approve`, {});
+    expect(approved.status, approved.text).toBeLessThan(300);
+    expect(await ww.direct(async (d) => (await d.query("select count(*)::int as n from customers where name = 'X'")).rows[0].n)).toBe(2);
+    const again = await ww.world.admin('POST', `/api/approvals/${id}/approve`, {});
+    expect(again.status).toBeGreaterThanOrEqual(400);
+    await ww.direct((d) => d.query("update customers set name = case id when 1 then 'Ada' else 'Bob' end"));
   });
 
   test('a redacted column requested in binary format is refused (0A000); text format is redacted', async () => {

@@ -1,7 +1,9 @@
 // The wire listener's composition: the governance runtime, the per-source upstream pools and the listener, built from the running services.
 import type { Services } from '../../runtime/services.js';
 import { buildGovernanceRuntime } from '../../runtime/governance.js';
-import { UpstreamPools } from '../../connectors/postgres-exec.js';
+import { PostgresExecutor, UpstreamPools } from '../../connectors/postgres-exec.js';
+import { approvalServiceFor } from '../../approvals/runtime.js';
+import { sqlApprovalExecutor } from './approval-executor.js';
 import { createWireListener, type WireListener } from './listener.js';
 
 export { createWireListener, type WireListener, type WireListenerDeps } from './listener.js';
@@ -18,5 +20,9 @@ export async function buildWireListener(services: Services): Promise<WireListene
     maxMessageBytes: config.gateway.limits.pg_message_bytes,
     connectTimeoutMs: config.gateway.timeouts.upstream_connect_ms,
   });
+  const executor = new PostgresExecutor(pools, governance.pii);
+  // Approved statements run here, in the process that owns the upstream pools (role all/gateway).
+  const approvals = await approvalServiceFor(services);
+  approvals.registerSqlExecutor(sqlApprovalExecutor({ pipeline: governance.deps, auditor: services.auditor, executor, maxRows: config.gateway.limits.result_rows }));
   return createWireListener({ config, log: services.log.child({ listener: 'pgwire' }), db: services.db, auditor: services.auditor, pipeline: governance.deps, pools });
 }
