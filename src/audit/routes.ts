@@ -5,6 +5,7 @@ import type { Kysely } from 'kysely';
 import { z } from 'zod';
 import { AUDIT_CHANNELS, AUDIT_DECISIONS } from './entry.js';
 import type { AuditDatabase } from './schema.js';
+import { validationItems } from '../http/validation.js';
 import { decodeCursor, exportAudit, InvalidCursorError, searchAudit, SEARCH_DEFAULT_LIMIT, SEARCH_MAX_LIMIT, type AuditFilters } from './search.js';
 
 export interface AuditRouteDeps {
@@ -34,28 +35,13 @@ const searchSchema = filterSchema.extend({
 
 const exportSchema = filterSchema.extend({ format: z.enum(['csv', 'jsonl']).default('jsonl') });
 
-export interface ValidationDetail {
-  loc: (string | number)[];
-  msg: string;
-  type: string;
-}
-
-/** zod issues → the spec's HTTPValidationError items, located in the query string. */
-export function queryValidationDetail(error: z.ZodError): ValidationDetail[] {
-  return error.issues.map((issue) => ({
-    loc: ['query', ...issue.path.map((p) => (typeof p === 'symbol' ? String(p) : p))],
-    msg: issue.message,
-    type: issue.code,
-  }));
-}
-
 function parseQuery<S extends z.ZodType>(schema: S, req: FastifyRequest, reply: FastifyReply): z.output<S> | null {
   const query = req.query as Record<string, unknown>;
   // A repeated parameter arrives as an array; only single values are meaningful here.
   const single = Object.fromEntries(Object.entries(query ?? {}).map(([k, v]) => [k, Array.isArray(v) ? v[v.length - 1] : v]));
   const parsed = schema.safeParse(single);
   if (!parsed.success) {
-    void reply.code(422).send({ detail: queryValidationDetail(parsed.error) });
+    void reply.code(422).send({ detail: validationItems('query', parsed.error) });
     return null;
   }
   return parsed.data;

@@ -1,6 +1,6 @@
 // The one mapper from zod issues to the spec's HTTPValidationError shape (422 `{detail: [{loc, msg, type}]}`).
 import type { z } from 'zod';
-import { GatehouseError } from '../../errors/registry.js';
+import { GatehouseError } from '../errors/registry.js';
 
 export type ValidationLocation = 'body' | 'query' | 'path' | 'header';
 

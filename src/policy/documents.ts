@@ -1,6 +1,6 @@
 // Import request bodies → policy documents (JSON body, {document, format}, raw YAML/JSON text, the console's policy_payload) and the compat preview built on them.
 import { z } from 'zod';
-import { parseOrThrow } from '../admin/api/validation.js';
+import { parseOrThrow } from '../http/validation.js';
 import type { Policy } from '../store/schema.js';
 import { translateLegacyForm } from './compat.js';
 import type { CompatNote, CompatProblem } from './compat.js';

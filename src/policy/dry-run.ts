@@ -6,7 +6,7 @@ import { sourceRoleDecision } from '../governance/source-roles.js';
 import type { SourceRoleDecision, SourceRoleRequest } from '../governance/source-roles.js';
 import type { SqlClassification } from '../governance/sql/types.js';
 import { GatehouseError } from '../errors/registry.js';
-import { validationError } from '../admin/api/validation.js';
+import { validationError } from '../http/validation.js';
 import { getDataSourceBySourceId } from '../store/repos/data-sources.js';
 import { loadSourceRoleContext } from '../store/repos/grants.js';
 import { getIdentityById } from '../store/repos/identities.js';

@@ -2,7 +2,7 @@
 import { z } from 'zod';
 import { parsePolicyBody } from '../governance/policy/index.js';
 import type { PolicyIssue } from '../governance/policy/index.js';
-import type { ValidationErrorItem } from '../admin/api/validation.js';
+import type { ValidationErrorItem } from '../http/validation.js';
 import type { JsonObject, Policy } from '../store/schema.js';
 
 /** The store's check constraint is 1..255 characters. */

@@ -13,7 +13,7 @@ import { agentAuthDeps, revokeIdentityKeySessions } from '../../identity/index.j
 import { GatehouseError } from '../../errors/registry.js';
 import { requirePermission } from '../auth/principal.js';
 import type { AdminModuleContext } from '../modules.js';
-import { validationError, validationItems, type ValidationErrorItem } from './validation.js';
+import { validationError, validationItems, type ValidationErrorItem } from '../../http/validation.js';
 import { audit, given, iso, metadataSchema, notFound, sourceIdSchema, storeCall } from './shared.js';
 
 /** Whole connection test, connect and first answer included (spec §2 connection test). */

@@ -10,7 +10,7 @@ import { agentAuthDeps, revokeIdentityKeySessions } from '../../identity/index.j
 import { requirePermission } from '../auth/principal.js';
 import type { AdminModuleContext } from '../modules.js';
 import { intId } from './route.js';
-import { validationError } from './validation.js';
+import { validationError } from '../../http/validation.js';
 import { sourceParams } from './data-sources.js';
 import { audit, given, iso, notFound, storeCall, timestampSchema } from './shared.js';
 

@@ -1,7 +1,7 @@
 // Admin API route definitions: one declaration validates params, query and body with zod (422 on failure) and feeds the OpenAPI document.
 import type { FastifyInstance, FastifyReply, FastifyRequest, preHandlerHookHandler } from 'fastify';
 import { z } from 'zod';
-import { validationError, validationItems, type ValidationErrorItem } from './validation.js';
+import { validationError, validationItems, type ValidationErrorItem } from '../../http/validation.js';
 
 export type HttpMethod = 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
 

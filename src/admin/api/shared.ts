@@ -5,7 +5,7 @@ import { GatehouseError } from '../../errors/registry.js';
 import { ConflictError, InvalidReferenceError, StoreUnavailableError } from '../../store/errors.js';
 import type { AdminAuditEvent } from '../audit-events.js';
 import type { Services } from '../../runtime/services.js';
-import { validationError } from './validation.js';
+import { validationError } from '../../http/validation.js';
 
 /** Translates repository errors at the API boundary: 409 for duplicates, 422 for a dangling reference, 503 for a lost store. */
 export async function storeCall<T>(run: () => Promise<T>): Promise<T> {

@@ -16,7 +16,7 @@ import { createAdminToken, deleteAdminToken, deleteAdminTokensOfUser, listAdminT
 import type { AdminToken, AdminUser } from '../../store/schema.js';
 import type { Db } from '../../store/repos/util.js';
 import { intId } from '../api/route.js';
-import { validationError } from '../api/validation.js';
+import { validationError } from '../../http/validation.js';
 import type { AdminModuleContext } from '../modules.js';
 import { adminRoles, hasPermission } from './permissions.js';
 import { adminOf, requirePermission } from './principal.js';

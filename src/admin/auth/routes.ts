@@ -5,7 +5,7 @@ import { GatehouseError } from '../../errors/registry.js';
 import { getAdminUserById, getAdminUserByUsername, recordAdminLogin, setAdminPassword } from '../../store/repos/admin-users.js';
 import type { AdminModuleContext } from '../modules.js';
 import type { AdminAuditEvent } from '../audit-events.js';
-import { validationError } from '../api/validation.js';
+import { validationError } from '../../http/validation.js';
 import { adminOf } from './principal.js';
 import { sessionOf } from './guard.js';
 import { hashPassword, passwordProblems, verifyPassword } from './passwords.js';
