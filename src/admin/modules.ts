@@ -6,6 +6,7 @@ import { adminAuthModule } from './auth/module.js';
 import { resourcesModule } from './api/resources.js';
 import { policyModule } from '../policy/routes.js';
 import { auditModule } from './api/audit.js';
+import { approvalsModule } from '../approvals/routes.js';
 
 export interface AdminModuleContext {
   app: FastifyInstance;
@@ -16,4 +17,4 @@ export interface AdminModuleContext {
 export type AdminModule = (ctx: AdminModuleContext) => Promise<void> | void;
 
 /** Order matters: authentication first, so its hooks guard every route registered after it. */
-export const adminModules: AdminModule[] = [adminAuthModule, resourcesModule(), policyModule, auditModule];
+export const adminModules: AdminModule[] = [adminAuthModule, resourcesModule(), policyModule, auditModule, approvalsModule];

@@ -8,6 +8,7 @@ import type { Services } from '../runtime/services.js';
 import { buildGovernanceRuntime } from '../runtime/governance.js';
 import { registerProxyRoutes } from './proxy/route.js';
 import { registerStatsRoute } from './stats.js';
+import { registerAgentApprovalRoute } from '../approvals/agent-route.js';
 
 export async function buildGatewayApp(services: Services): Promise<FastifyInstance> {
   const { config } = services;
@@ -25,6 +26,7 @@ export async function buildGatewayApp(services: Services): Promise<FastifyInstan
   const governance = await buildGovernanceRuntime(services);
   registerStatsRoute(app, services, governance);
   registerProxyRoutes(app, { pipeline: governance.deps, auditor: services.auditor, requestBodyBytes: config.gateway.limits.request_body_bytes });
+  registerAgentApprovalRoute(app, { db: services.db, authenticate: governance.deps.authenticate });
   return app;
 }
 

@@ -9,6 +9,7 @@ import { buildAdminApp } from '../admin/app.js';
 import { buildWireListener } from '../gateway/pgwire/index.js';
 import { Worker } from '../worker/worker.js';
 import { maintainPartitions } from '../audit/partitions.js';
+import { approvalSweepTask } from '../approvals/runtime.js';
 
 export class ListenError extends Error {
   readonly code = 'listen_failed';
@@ -97,6 +98,7 @@ export async function startService(loaded: LoadedConfig, role: ServiceRole, log:
         },
         runAtStart: true,
       });
+      worker.addTask(approvalSweepTask(services));
       await worker.start();
     }
   } catch (err) {
