@@ -116,7 +116,7 @@ describe('node-postgres (extended protocol)', () => {
 
   test('a write needing approval answers the approval error with its id and does not run', async () => {
     const c = await ww.client('wire-writer', writer.key);
-    let detail = '';
+    let detail: string | undefined;
     try {
       // UPDATE without WHERE is high risk: the writer role approves by risk.
       const err = await sqlError(c.query("update customers set name = 'X'"));
@@ -130,7 +130,7 @@ describe('node-postgres (extended protocol)', () => {
     }
     expect(await ww.direct(async (d) => (await d.query("select count(*)::int as n from customers where name = 'X'")).rows[0].n)).toBe(0);
     // Approving through the admin API executes it once, through the SQL approval executor.
-    const id = Number(detail.split('=')[1]);
+    const id = Number(detail!.split('=')[1]);
     const approved = await ww.world.admin('POST', `/api/approvals/${id}/approve`, {});
     expect(approved.status, approved.text).toBeLessThan(300);
     expect(await ww.direct(async (d) => (await d.query("select count(*)::int as n from customers where name = 'X'")).rows[0].n)).toBe(2);
