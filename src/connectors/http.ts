@@ -39,6 +39,7 @@ export type HttpConfig = z.output<typeof httpConfigSchema>;
 export function sanitizeHttpError(err: unknown): string {
   const e = err as { code?: unknown; name?: unknown; cause?: unknown };
   const code = typeof e?.code === 'string' ? e.code : '';
+  if (code === 'egress_denied') return 'target address not allowed (private, loopback or reserved; see gateway.egress.allow_private_sources)';
   if (code === 'ECONNREFUSED') return 'connection refused';
   if (code === 'ENOTFOUND' || code === 'EAI_AGAIN') return 'host not found';
   if (code === 'EHOSTUNREACH' || code === 'ENETUNREACH') return 'host unreachable';
@@ -62,6 +63,7 @@ export async function testHttp(raw: Record<string, unknown>, ctx: ConnectionTest
     // undici's request() never follows redirects unless a redirect interceptor is composed in.
     const res = await request(config.base_url, {
       method: 'GET',
+      ...(ctx.dispatcher ? { dispatcher: ctx.dispatcher } : {}),
       headers,
       signal: AbortSignal.timeout(timeoutMs),
       headersTimeout: timeoutMs,

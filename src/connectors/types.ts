@@ -1,5 +1,6 @@
 // The connector contract: what a source type declares (config schema, credential fields, capabilities) and how it tests a connection.
 import type { z } from 'zod';
+import type { Dispatcher } from 'undici';
 import type { SecretRefResult } from '../config/secrets.js';
 
 export type ConnectorCapability = 'sql' | 'http';
@@ -15,6 +16,11 @@ export type SecretResolver = (ref: string) => SecretRefResult;
 
 export interface ConnectionTestContext {
   resolveSecret: SecretResolver;
+  /**
+   * The SSRF-safe egress dispatcher for this source (HTTP connectors): the test honours the same address rules
+   * as live traffic, including gateway.egress.allow_private_sources for the source_id being tested.
+   */
+  dispatcher?: Dispatcher;
   /** Overall bound of the test, connection and first answer included. */
   timeoutMs: number;
 }

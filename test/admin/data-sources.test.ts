@@ -28,7 +28,7 @@ async function freeClosedPort(): Promise<number> {
 }
 
 beforeAll(async () => {
-  fx = await startResourceFixture();
+  fx = await startResourceFixture({ SERVICE_GATEWAY__EGRESS__ALLOW_PRIVATE_SOURCES: 'private-ok' });
   dir = await mkdtemp(path.join(tmpdir(), 'gh-ds-'));
   await writeFile(path.join(dir, 'pg-password'), `${FILE_SECRET}\n`, { mode: 0o600 });
   closedPort = await freeClosedPort();
@@ -124,8 +124,12 @@ describe('connection test', () => {
     expect(Date.now() - started).toBeLessThan(3_000);
     expect(res.json).toEqual({ ok: false, latency_ms: expect.any(Number), error: 'connection refused' });
     expect(res.text).not.toContain(String(closedPort));
-    const http = await fx.api('POST', '/api/data-sources/test', { source_type: 'http', connection_config: { base_url: `http://127.0.0.1:${closedPort}/`, token: HTTP_TOKEN } });
+    // The HTTP test honours the egress rules: loopback only for a source_id the operator listed for private egress.
+    const http = await fx.api('POST', '/api/data-sources/test', { source_type: 'http', source_id: 'private-ok', connection_config: { base_url: `http://127.0.0.1:${closedPort}/`, token: HTTP_TOKEN } });
     expect(http.json).toMatchObject({ ok: false, error: 'connection refused' });
+    const refused = await fx.api('POST', '/api/data-sources/test', { source_type: 'http', connection_config: { base_url: `http://127.0.0.1:${closedPort}/`, token: HTTP_TOKEN } });
+    expect(refused.json).toMatchObject({ ok: false, error: expect.stringMatching(/^target address not allowed/) });
+    expect(refused.text).not.toContain('127.0.0.1');
     const wrongDb = await fx.api('POST', '/api/data-sources/test', { source_type: 'postgres', connection_config: { host: '127.0.0.1', database: 'no_such_db_here', user: 'postgres' } });
     expect(wrongDb.json).toMatchObject({ ok: false, error: 'database does not exist' });
     expect(wrongDb.text).not.toContain('no_such_db_here');

@@ -1,4 +1,5 @@
 // Admin JSON API for data sources and connectors (spec §2, §4; DESIGN §5): CRUD with masked credentials, the connector list, and the connection test.
+import { buildGovernanceRuntime } from '../../runtime/governance.js';
 import { randomBytes } from 'node:crypto';
 import { sql } from 'kysely';
 import { z } from 'zod';
@@ -74,6 +75,9 @@ function checkConfig(connector: Connector, config: unknown, ctx: z.RefinementCtx
   if (r.success) return;
   for (const issue of r.error.issues) ctx.addIssue({ ...issue, path: [...base, ...issue.path] } as never);
 }
+
+/** The egress identity of a test for a source not yet registered: it can never be listed for private egress. */
+const CONNECTION_TEST_SOURCE = '(connection-test)';
 
 export function buildDataSourceRoutes(ctx: AdminModuleContext, connectors: ConnectorRegistry, resolveSecret: SecretResolver): void {
   const { app, api, services } = ctx;
@@ -277,7 +281,9 @@ export function buildDataSourceRoutes(ctx: AdminModuleContext, connectors: Conne
         connector = connectors.get(body.connector_key ?? body.source_type)!;
         config = parsedConfig(connector, body.connection_config);
       }
-      const result = await connector.test(config, { resolveSecret, timeoutMs: CONNECTION_TEST_TIMEOUT_MS });
+      const { egress } = await buildGovernanceRuntime(services);
+      const dispatcher = egress.forSource(body.source_id ?? CONNECTION_TEST_SOURCE);
+      const result = await connector.test(config, { resolveSecret, timeoutMs: CONNECTION_TEST_TIMEOUT_MS, dispatcher });
       await audit(services, req, 'data_source.test', { type: 'data_source', id: body.source_id ?? body.name ?? '(unsaved)' }, undefined, 200, {
         connector: connector.key,
         connection_config: maskSourceConfig(config, connector.credentials),
