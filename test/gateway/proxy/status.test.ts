@@ -95,7 +95,8 @@ describe('202: queued for approval, the upstream not reached', () => {
     expect(res.json).toMatchObject({ approval_state: 'pending', approval_id: expect.any(Number) });
     expect(up.received.length).toBe(before);
     const approval = await world.admin('GET', `/api/approvals/${res.json.approval_id}`);
-    if (approval.status === 200) expect(approval.json).toMatchObject({ state: 'pending' });
+    expect(approval.status, approval.text).toBe(200);
+    expect(approval.json).toMatchObject({ id: res.json.approval_id, status: 'pending', source_id: 'up' });
   });
 });
 
