@@ -121,7 +121,7 @@ function scrub(text: string, password: string): string {
 }
 
 /** Pool facade for Kysely that translates connection failures where they happen. */
-function translatingPool(pool: pg.Pool, target: string): PostgresPool {
+function translatingPool(pool: pg.Pool, target: string, logger: StoreLogger): PostgresPool {
   const wrapped = new WeakMap<pg.PoolClient, PostgresPoolClient>();
   const translate = (error: unknown): unknown => translateConnectionError(error, target) ?? error;
   return {
@@ -136,15 +136,30 @@ function translatingPool(pool: pg.Pool, target: string): PostgresPool {
       let facade = wrapped.get(client);
       if (!facade) {
         const c = client;
+        // A connection that failed (server terminated it, socket lost) is destroyed on release, never reused:
+        // the server's FATAL message can fail the query before the socket closes, when the pool would still take it back.
+        let broken = false;
+        // A client losing its server while checked out emits 'error' on itself; unheard, that stops the process.
+        c.on('error', (error) => {
+          broken = true;
+          const translated = translateConnectionError(error, target);
+          logger.warn({ store: target, reason: translated?.reason ?? 'unknown' }, 'control-store connection lost');
+        });
         facade = {
           get processID() {
             return (c as unknown as { processID?: number }).processID;
           },
           query: ((...args: unknown[]) => {
             const result = (c.query as (...a: unknown[]) => unknown)(...args);
-            return result instanceof Promise ? result.catch((error: unknown) => Promise.reject(translate(error))) : result;
+            return result instanceof Promise
+              ? result.catch((error: unknown) => {
+                  const translated = translate(error);
+                  if (translated instanceof StoreUnavailableError) broken = true;
+                  return Promise.reject(translated);
+                })
+              : result;
           }) as PostgresPoolClient['query'],
-          release: (destroy?: boolean) => c.release(destroy),
+          release: (destroy?: boolean) => c.release(destroy === true || broken ? true : undefined),
         };
         wrapped.set(client, facade);
       }
@@ -169,14 +184,6 @@ function createPool(parsed: ParsedUrl, opts: ControlStoreOptions, ssl: Connectio
   pool.on('error', (error) => {
     const translated = translateConnectionError(error, parsed.target);
     logger.warn({ store: parsed.target, reason: translated?.reason ?? 'unknown' }, 'idle control-store connection failed');
-  });
-  // A client that loses its server while checked out emits on the client itself (its query also rejects, which
-  // callers handle); without a listener that event is an uncaught exception that stops the process.
-  pool.on('connect', (client) => {
-    client.on('error', (error) => {
-      const translated = translateConnectionError(error, parsed.target);
-      logger.warn({ store: parsed.target, reason: translated?.reason ?? 'unknown' }, 'control-store connection lost during a query');
-    });
   });
   return pool;
 }
@@ -218,7 +225,7 @@ async function openPostgres(rawUrl: string, opts: ControlStoreOptions): Promise<
     }
   }
 
-  const db = new Kysely<Database>({ dialect: new PostgresDialect({ pool: translatingPool(pool, parsed.target) }) });
+  const db = new Kysely<Database>({ dialect: new PostgresDialect({ pool: translatingPool(pool, parsed.target, logger) }) });
   let closed = false;
   logger.info({ store: parsed.target, kind: 'postgres', pool_max: opts.poolMax, ssl_mode: mode }, 'control store opened');
   return {
