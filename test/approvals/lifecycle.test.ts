@@ -107,9 +107,10 @@ describe('the full life of an approval', () => {
     expect(admin.json).toMatchObject({ status: 'executed', approved_by: 'admin', executed_at: expect.any(String) });
 
     // Notifications: pending and approved, with a link, and nothing secret or personal.
+    // The identity name is looked up off the decision path, so the notice may still be on its way.
+    await expect.poll(() => slack.requests.filter((r) => r.body.includes(`#${id} `)).length).toBeGreaterThanOrEqual(2);
     await settleNotifications();
     const texts = slack.requests.map((r) => r.body).filter((b) => b.includes(`#${id} `));
-    expect(texts.length).toBeGreaterThanOrEqual(2);
     expect(texts.some((t) => t.includes('waiting for a decision') && t.includes(`https://gatehouse-admin.example.test/dashboard/approvals/${id}`))).toBe(true);
     expect(texts.some((t) => t.includes('was approved'))).toBe(true);
     for (const r of slack.requests) {
@@ -188,8 +189,7 @@ describe('the full life of an approval', () => {
     expect(writes().length).toBe(before);
     const read = await world.proxy(agent.key, 'GET', `/approvals/${id}`);
     expect(read.json).toMatchObject({ status: 'failed', result: { error: 'forbidden' } });
-    await settleNotifications();
-    expect(slack.requests.some((r) => r.body.includes(`#${id} failed to execute`))).toBe(true);
+    await expect.poll(() => slack.requests.some((r) => r.body.includes(`#${id} failed to execute`))).toBe(true);
   });
 
   it('a disabled identity: failed, nothing sent', async () => {
@@ -256,8 +256,9 @@ describe('Slack failures change nothing', () => {
       const approved = await world.admin('POST', `/api/approvals/${id}/approve`);
       expect(approved.json).toEqual({ id, status: 'executed', executed: true });
       expect(writes().length - before).toBe(1);
-      await settleNotifications();
       // pending and approved, each tried max_attempts (2) times.
+      await expect.poll(() => slack.requests.length - seen, { timeout: 5_000 }).toBe(4);
+      await settleNotifications();
       expect(slack.requests.length - seen).toBe(4);
     });
   }
