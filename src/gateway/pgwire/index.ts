@@ -1,7 +1,7 @@
 // The wire listener's composition: the governance runtime, the per-source upstream pools and the listener, built from the running services.
 import type { Services } from '../../runtime/services.js';
 import { buildGovernanceRuntime } from '../../runtime/governance.js';
-import { PostgresExecutor, UpstreamPools } from '../../connectors/postgres-exec.js';
+import { postgresRuntimeFor } from '../../connectors/postgres-runtime.js';
 import { approvalServiceFor } from '../../approvals/runtime.js';
 import { sqlApprovalExecutor } from './approval-executor.js';
 import { createWireListener, type WireListener } from './listener.js';
@@ -9,18 +9,11 @@ import { createWireListener, type WireListener } from './listener.js';
 export { createWireListener, type WireListener, type WireListenerDeps } from './listener.js';
 export { APPROVAL_REQUIRED_SQLSTATE } from './decide.js';
 
-/** Builds the listener (not yet bound). Egress rules apply to SQL sources as to HTTP ones: a loopback or private upstream needs gateway.egress.allow_private_sources. */
+/** Builds the listener (not yet bound) on the process's shared upstream pools (src/connectors/postgres-runtime.ts). */
 export async function buildWireListener(services: Services): Promise<WireListener> {
   const governance = await buildGovernanceRuntime(services);
   const { config } = services;
-  const pools = new UpstreamPools({
-    log: services.log.child({ component: 'pgwire-upstream' }),
-    resolveSecretRef: (ref) => services.resolveSecretRef(ref),
-    checkTarget: (sourceId, host) => governance.egress.checkTarget(sourceId, host),
-    maxMessageBytes: config.gateway.limits.pg_message_bytes,
-    connectTimeoutMs: config.gateway.timeouts.upstream_connect_ms,
-  });
-  const executor = new PostgresExecutor(pools, governance.pii);
+  const { pools, executor } = await postgresRuntimeFor(services);
   // Approved statements run here, in the process that owns the upstream pools (role all/gateway).
   const approvals = await approvalServiceFor(services);
   approvals.registerSqlExecutor(sqlApprovalExecutor({ pipeline: governance.deps, auditor: services.auditor, executor, maxRows: config.gateway.limits.result_rows }));

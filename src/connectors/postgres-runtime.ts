@@ -1,0 +1,37 @@
+// The process's PostgreSQL upstream runtime: one set of per-source pools and one buffered executor per composition root, shared by the wire listener, the MCP query tool and approved statements.
+import type { Services } from '../runtime/services.js';
+import { buildGovernanceRuntime } from '../runtime/governance.js';
+import { PostgresExecutor, UpstreamPools } from './postgres-exec.js';
+
+export interface PostgresRuntime {
+  readonly pools: UpstreamPools;
+  readonly executor: PostgresExecutor;
+}
+
+const runtimes = new WeakMap<Services, Promise<PostgresRuntime>>();
+
+async function createPostgresRuntime(services: Services): Promise<PostgresRuntime> {
+  const governance = await buildGovernanceRuntime(services);
+  const { config } = services;
+  const pools = new UpstreamPools({
+    log: services.log.child({ component: 'pgwire-upstream' }),
+    resolveSecretRef: (ref) => services.resolveSecretRef(ref),
+    // Egress rules apply to SQL sources as to HTTP ones: a loopback or private upstream needs gateway.egress.allow_private_sources.
+    checkTarget: (sourceId, host) => governance.egress.checkTarget(sourceId, host),
+    maxMessageBytes: config.gateway.limits.pg_message_bytes,
+    connectTimeoutMs: config.gateway.timeouts.upstream_connect_ms,
+  });
+  services.onClose(() => pools.close());
+  return { pools, executor: new PostgresExecutor(pools, governance.pii) };
+}
+
+/** Built once per services: two front doors with their own pools would each hold up to `pool_max` connections to the same source. */
+export function postgresRuntimeFor(services: Services): Promise<PostgresRuntime> {
+  let runtime = runtimes.get(services);
+  if (runtime === undefined) {
+    runtime = createPostgresRuntime(services);
+    runtimes.set(services, runtime);
+    runtime.catch(() => runtimes.delete(services));
+  }
+  return runtime;
+}
