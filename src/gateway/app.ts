@@ -9,6 +9,7 @@ import { buildGovernanceRuntime } from '../runtime/governance.js';
 import { registerProxyRoutes } from './proxy/route.js';
 import { registerStatsRoute } from './stats.js';
 import { registerAgentApprovalRoute } from '../approvals/agent-route.js';
+import { registerMcpRoutes } from './mcp/index.js';
 
 export async function buildGatewayApp(services: Services): Promise<FastifyInstance> {
   const { config } = services;
@@ -27,6 +28,7 @@ export async function buildGatewayApp(services: Services): Promise<FastifyInstan
   registerStatsRoute(app, services, governance);
   registerProxyRoutes(app, { pipeline: governance.deps, auditor: services.auditor, requestBodyBytes: config.gateway.limits.request_body_bytes });
   registerAgentApprovalRoute(app, { db: services.db, authenticate: governance.deps.authenticate });
+  await registerMcpRoutes(app, services, governance);
   return app;
 }
 
