@@ -1,0 +1,71 @@
+// The MCP tool endpoint on the gateway (spec §4, issue 9): authentication of every request before anything else, POST /mcp, and the deprecated legacy endpoints.
+import type { FastifyInstance, FastifyRequest } from 'fastify';
+import type { Services } from '../../runtime/services.js';
+import type { GovernanceRuntime } from '../../runtime/governance.js';
+import { postgresRuntimeFor } from '../../connectors/postgres-runtime.js';
+import { approvalServiceFor } from '../../approvals/runtime.js';
+import { GatehouseError, isGatehouseError } from '../../errors/registry.js';
+import type { AgentIdentity } from '../../identity/index.js';
+import { auditDecision } from '../../pipeline/run.js';
+import { sqlApprovalExecutor } from '../pgwire/approval-executor.js';
+import type { McpDeps, ToolCaller } from './context.js';
+import { buildToolset } from './tools.js';
+import { handleStreamableRequest } from './streamable.js';
+import { registerLegacyRoutes } from './legacy.js';
+
+export { buildToolset, TOOL_NAMES, type Toolset } from './tools.js';
+export type { McpDeps, ToolCaller } from './context.js';
+
+export async function registerMcpRoutes(app: FastifyInstance, services: Services, governance: GovernanceRuntime): Promise<void> {
+  const { config } = services;
+  const deps: McpDeps = {
+    pipeline: governance.deps,
+    auditor: services.auditor,
+    db: services.db,
+    postgres: async () => (await postgresRuntimeFor(services)).executor,
+    log: services.log.child({ component: 'mcp' }),
+    legacyPrefix: config.gateway.mcp.legacy_tool_prefix,
+  };
+  // An SQL write queued through MCP is executed on approval by the SQL approval executor; the wire listener
+  // registers the same one, but a gateway without the wire listener (gateway.pg_enabled false) still needs it.
+  const approvals = await approvalServiceFor(services);
+  if (approvals.sqlExecutor === null) {
+    const { executor } = await postgresRuntimeFor(services);
+    approvals.registerSqlExecutor(sqlApprovalExecutor({ pipeline: governance.deps, auditor: services.auditor, executor, maxRows: config.gateway.limits.result_rows }));
+  }
+  const toolset = buildToolset(config);
+  const identities = new WeakMap<FastifyRequest, AgentIdentity>();
+  const callerOf = (req: FastifyRequest): ToolCaller => {
+    const identity = identities.get(req);
+    if (!identity) throw new GatehouseError('unauthenticated');
+    return { identity, requestId: req.id, clientIp: req.ip };
+  };
+
+  void app.register(async (scope) => {
+    // Every request proves its key before its body is even read: a refused caller reaches no tool, no parser, no MCP handshake.
+    scope.addHook('onRequest', async (req) => {
+      try {
+        identities.set(req, await governance.deps.authenticate(req.headers.authorization));
+      } catch (err) {
+        if (isGatehouseError(err) && err.code === 'unauthenticated') {
+          // A refused credential is recorded as on the proxy: one entry, no identity.
+          const audit = services.auditor.begin({ channel: 'mcp', request_id: req.id, client_ip: req.ip, method: req.method, path: req.url.split('?')[0]!.slice(0, 64), action: 'mcp.authenticate' });
+          await audit.end({ status: 401, decision: auditDecision({ error: err }), error_code: err.code });
+        }
+        throw err;
+      }
+    });
+
+    scope.post('/mcp', (req, reply) => handleStreamableRequest(deps, toolset, callerOf(req), req, reply));
+    // Stateless: no server-initiated stream to GET and no session to DELETE (the transport specification's 405).
+    for (const method of ['GET', 'DELETE'] as const) {
+      scope.route({
+        method,
+        url: '/mcp',
+        exposeHeadRoute: false,
+        handler: async (req, reply) => reply.code(405).header('allow', 'POST').send({ error: 'invalid_request', message: 'Use POST: this endpoint is stateless and offers no stream or session.', request_id: req.id }),
+      });
+    }
+    registerLegacyRoutes(scope, { deps, toolset, callerOf });
+  });
+}

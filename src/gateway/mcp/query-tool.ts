@@ -1,0 +1,96 @@
+// The `query` tool: one SQL statement on a PostgreSQL source through the wire listener's decision stages, then the shared buffered executor; bounded rows, redaction from the policy decision.
+import { z } from 'zod';
+import { GatehouseError } from '../../errors/registry.js';
+import { UpstreamSqlError } from '../../connectors/postgres-exec.js';
+import { isWriteOperation, type GovernedRequest } from '../../pipeline/context.js';
+import { runStages } from '../../pipeline/run.js';
+import { WIRE_EXECUTE_STAGES } from '../pgwire/decide.js';
+import { SOURCE_ID_PATTERN, structuredResult, type ToolDefinition } from './context.js';
+import { queuedOutcome } from './queued.js';
+
+const TEXT_ROWS = 20;
+const TEXT_CHARS = 4_000;
+/** PostgreSQL's Bind message counts parameters in 16 bits. */
+const MAX_PARAMS = 65_535;
+
+const param = z.union([z.string(), z.number(), z.boolean(), z.null(), z.record(z.string(), z.unknown()), z.array(z.unknown())]);
+
+export function querySchema(maxRowsLimit: number) {
+  return z.strictObject({
+    source_id: z.string().regex(SOURCE_ID_PATTERN, 'must be a source id (letters, digits, "_" or "-", up to 128)'),
+    sql: z.string().min(1, 'must not be empty'),
+    params: z.array(param).max(MAX_PARAMS).optional().describe('Values for $1, $2, … in order; objects and arrays are sent as JSON text, null as SQL NULL.'),
+    max_rows: z.number().int().min(1).max(maxRowsLimit).default(Math.min(100, maxRowsLimit)).describe(`Rows to return at most (1..${maxRowsLimit}, default 100); more rows set truncated.`),
+  });
+}
+
+function textTable(columns: string[], rows: (string | null)[][], rowCount: number, truncated: boolean, command: string): string {
+  const head = `${command || 'OK'}: ${rowCount} row${rowCount === 1 ? '' : 's'}${truncated ? ' (truncated)' : ''}`;
+  if (columns.length === 0) return head;
+  const lines = [columns.join('\t'), ...rows.slice(0, TEXT_ROWS).map((r) => r.map((v) => (v === null ? 'NULL' : v)).join('\t'))];
+  let text = `${head}\n${lines.join('\n')}`;
+  if (rows.length > TEXT_ROWS) text += `\n… ${rows.length - TEXT_ROWS} more rows in the structured result`;
+  return text.length > TEXT_CHARS ? `${text.slice(0, TEXT_CHARS)}\n… (see the structured result)` : text;
+}
+
+export function queryTool(limits: { maxRows: number; responseBytes: number }): ToolDefinition<ReturnType<typeof querySchema>> {
+  return {
+    name: 'query',
+    title: 'Run SQL on a PostgreSQL source',
+    description:
+      'Runs one SQL statement on a PostgreSQL source you are granted, under the same rules as the database wire listener: your source roles, policies, rate limits and approvals apply, and policy-redacted or personal data columns arrive redacted. Returns {columns, rows, row_count, truncated}; values are in PostgreSQL text format. A write that needs approval is not executed: the result is an error carrying approval_id (check it with get_approval).',
+    schema: querySchema(limits.maxRows),
+    readOnly: false,
+    async run(args, run) {
+      const req: GovernedRequest = {
+        channel: 'mcp',
+        requestId: run.caller.requestId,
+        clientIp: run.caller.clientIp,
+        sourceId: args.source_id,
+        credential: { kind: 'authenticated', identity: run.caller.identity },
+        action: { kind: 'sql', sql: args.sql, params: args.params ?? [] },
+        audit: run.audit,
+      };
+      run.audit.set({ source_id: args.source_id, bytes_in: Buffer.byteLength(args.sql) });
+      // The wire's stages (the shared decision stages plus its session-escape refusal): a statement gets the same answer through psql and MCP, and an approved one is re-decided by those same stages.
+      const outcome = await runStages(WIRE_EXECUTE_STAGES, req, run.deps.pipeline);
+      if (outcome?.kind === 'queued') return queuedOutcome(outcome.approval, run.caller.requestId);
+      const source = req.source!;
+      if (source.source_type !== 'postgres') throw new GatehouseError('invalid_request', 'The query tool runs SQL on PostgreSQL sources only.');
+      // Strict audit: a write must not reach the upstream unless its entry can be recorded.
+      if (isWriteOperation(req.operation)) run.audit.admit();
+      const o = req.policyDecision!.obligations;
+      const executor = await run.deps.postgres();
+      let result;
+      try {
+        result = await executor.executeSql({
+          source,
+          identity: run.caller.identity,
+          sql: args.sql,
+          params: args.params ?? [],
+          maxRows: args.max_rows,
+          redaction: { redactColumns: o.redact_columns, mode: o.pii_mode ?? run.deps.pipeline.config.pii.default_mode },
+        });
+      } catch (err) {
+        if (err instanceof UpstreamSqlError) {
+          run.audit.addReason(`upstream: SQLSTATE ${err.sqlstate}`);
+          // The message is already sanitized (no host, user, database or password of the source).
+          throw new GatehouseError('upstream_failed', `The statement failed upstream: ${err.message} (SQLSTATE ${err.sqlstate}).`, { details: { sqlstate: err.sqlstate } });
+        }
+        throw err;
+      }
+      // Whole rows only, within the response budget; the text rendering is bounded separately.
+      let rows = result.rows;
+      let truncated = result.truncated;
+      while (rows.length > 0 && Buffer.byteLength(JSON.stringify(rows)) > limits.responseBytes / 2) {
+        rows = rows.slice(0, Math.floor(rows.length / 2));
+        truncated = true;
+      }
+      const structured = { columns: result.columns, rows, row_count: rows.length, truncated, command: result.command };
+      return {
+        result: structuredResult(structured, textTable(result.columns, rows, rows.length, truncated, result.command)),
+        audit: { status: 200, redactions: result.redactions },
+      };
+    },
+  };
+}
