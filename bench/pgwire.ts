@@ -1,13 +1,39 @@
 // bench:pgwire — pgbench -S and the TPC-B-like script, 8 clients on loopback: PostgreSQL directly, PgBouncer (session mode), Gatehouse with full governance; prints TPS, ratios and PASS/FAIL (issue 8).
 import { execFile, execFileSync, spawn } from 'node:child_process';
-import { chmodSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { Session } from 'node:inspector';
 import net from 'node:net';
-import { tmpdir } from 'node:os';
+import { loadavg, tmpdir } from 'node:os';
 import path from 'node:path';
 import { startWireWorld } from '../test/pgwire/fixture.js';
 
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 10);
 const CLIENTS = 8;
+// Knobs for profiling one side at a time (the defaults are the issue's full run).
+const TARGETS = (process.env.BENCH_TARGETS ?? 'direct,pgbouncer,gatehouse').split(',');
+const SCRIPTS = (process.env.BENCH_SCRIPTS ?? '-S,tpcb').split(',');
+const MODE = process.env.BENCH_MODE ?? 'prepared';
+/** When set, a CPU profile of the gateway side of each Gatehouse run is written there. */
+const PROFILE_DIR = process.env.BENCH_CPU_PROFILE_DIR;
+/** SERVICE_* variables of the bench's environment configure the in-process gateway (e.g. SERVICE_AUDIT__DURABILITY_MODE=buffered). */
+const SERVICE_ENV = Object.fromEntries(Object.entries(process.env).filter((e): e is [string, string] => e[0].startsWith('SERVICE_') && e[1] !== undefined));
+
+/** A CPU profile of this process (the gateway's side) over one pgbench run only, without startup and setup. */
+async function startProfile(): Promise<(file: string) => Promise<string>> {
+  const session = new Session();
+  session.connect();
+  const post = (method: string, params?: object) => new Promise<unknown>((resolve, reject) => session.post(method, params, (err, res) => (err ? reject(err) : resolve(res))));
+  await post('Profiler.enable');
+  await post('Profiler.setSamplingInterval', { interval: 200 });
+  await post('Profiler.start');
+  return async (file) => {
+    const { profile } = (await post('Profiler.stop')) as { profile: object };
+    session.disconnect();
+    mkdirSync(path.dirname(file), { recursive: true });
+    writeFileSync(file, JSON.stringify(profile));
+    return file;
+  };
+}
 
 function freePort(): Promise<number> {
   return new Promise((resolve) => {
@@ -18,18 +44,24 @@ function freePort(): Promise<number> {
   });
 }
 
-function pgbench(args: string[], env: Record<string, string> = {}): Promise<number> {
+interface Run {
+  tps: number;
+  transactions: number;
+}
+
+function pgbench(args: string[], env: Record<string, string> = {}): Promise<Run> {
   return new Promise((resolve, reject) => {
-    execFile('pgbench', ['-n', '-c', String(CLIENTS), '-j', '2', '-T', String(SECONDS), '-M', 'prepared', ...args], { env: { ...process.env, PGSSLMODE: 'disable', ...env }, timeout: (SECONDS + 60) * 1000 }, (err, stdout, stderr) => {
+    execFile('pgbench', ['-n', '-c', String(CLIENTS), '-j', '2', '-T', String(SECONDS), '-M', MODE, ...args], { env: { ...process.env, PGSSLMODE: 'disable', ...env }, timeout: (SECONDS + 60) * 1000 }, (err, stdout, stderr) => {
       const m = /tps = ([\d.]+)/.exec(stdout);
+      const n = /transactions actually processed: (\d+)/.exec(stdout);
       if (err || !m) return reject(new Error(`pgbench failed: ${stderr || stdout}`));
-      resolve(Number(m[1]));
+      resolve({ tps: Number(m[1]), transactions: Number(n?.[1] ?? 0) });
     });
   });
 }
 
 async function main(): Promise<void> {
-  const ww = await startWireWorld({ sourceId: 'benchsrc', setupSql: 'select 1', sourceConfig: { pool_max: 16 }, env: { SERVICE_OBSERVABILITY__LOG_LEVEL: 'warn' } });
+  const ww = await startWireWorld({ sourceId: 'benchsrc', setupSql: 'select 1', sourceConfig: { pool_max: 16 }, env: { SERVICE_OBSERVABILITY__LOG_LEVEL: 'warn', ...SERVICE_ENV } });
   const db = ww.upstream.name;
   execFileSync('pgbench', ['-i', '-q', '-s', '10', '-h', '127.0.0.1', '-p', '5432', '-U', 'postgres', db], { stdio: 'ignore' });
   const agent = await ww.world.agent('bench-agent', [{ source_id: ww.sourceId, role_key: 'writer' }]);
@@ -53,11 +85,21 @@ async function main(): Promise<void> {
     gatehouse: { args: ['-h', '127.0.0.1', '-p', String(ww.port), '-U', 'bench-agent', ww.sourceId], env: { PGPASSWORD: agent.key } },
   };
   const results: Record<string, Record<string, number>> = { '-S': {}, 'tpcb': {} };
+  console.log(`pgbench -M ${MODE}, ${CLIENTS} clients, ${SECONDS} s; load average ${loadavg().map((l) => l.toFixed(2)).join(' ')}`);
   try {
     for (const [script, extra] of [['-S', ['-S']], ['tpcb', []]] as const) {
+      if (!SCRIPTS.includes(script)) continue;
       for (const [name, t] of Object.entries(targets)) {
-        results[script]![name] = await pgbench([...extra, ...t.args], t.env);
-        console.log(`${script.padEnd(5)} ${name.padEnd(10)} ${results[script]![name]!.toFixed(0)} tps`);
+        if (!TARGETS.includes(name)) continue;
+        // The gateway runs in this process: its CPU time per transaction is a figure the machine's load disturbs less than TPS.
+        const profile = name === 'gatehouse' && PROFILE_DIR ? await startProfile() : null;
+        const cpu = process.cpuUsage();
+        const run = await pgbench([...extra, ...t.args], t.env);
+        const used = process.cpuUsage(cpu);
+        if (profile) console.log(`cpu profile: ${await profile(path.join(PROFILE_DIR!, `gatehouse${script}-${MODE}-${Date.now()}.cpuprofile`))}`);
+        results[script]![name] = run.tps;
+        const perTx = name === 'gatehouse' && run.transactions > 0 ? `, gateway CPU ${((used.user + used.system) / run.transactions).toFixed(0)} µs/transaction` : '';
+        console.log(`${script.padEnd(5)} ${name.padEnd(10)} ${run.tps.toFixed(0)} tps${perTx}`);
       }
     }
   } finally {
@@ -66,6 +108,7 @@ async function main(): Promise<void> {
     rmSync(dir, { recursive: true, force: true });
   }
   const s = results['-S']!;
+  if (s.gatehouse === undefined || s.direct === undefined || s.pgbouncer === undefined || results.tpcb!.gatehouse === undefined || results.tpcb!.direct === undefined || results.tpcb!.pgbouncer === undefined) return;
   const vsDirect = s.gatehouse! / s.direct!;
   const vsBouncer = s.gatehouse! / s.pgbouncer!;
   const t = results.tpcb!;
