@@ -47,6 +47,7 @@ export class UpstreamConnection {
   broken = false;
   #reader: FrameReader;
   #handler: MessageHandler | null = null;
+  #chunkEnd: (() => void) | null = null;
   readonly #sanitize: (text: string) => string;
 
   constructor(
@@ -86,11 +87,16 @@ export class UpstreamConnection {
     } catch {
       this.destroy();
     }
+    this.#chunkEnd?.();
   }
 
-  /** Who receives upstream messages; a type of 0 means the connection closed. */
-  setHandler(handler: MessageHandler | null): void {
+  /**
+   * Who receives upstream messages; a type of 0 means the connection closed. `chunkEnd` runs after the messages
+   * of each socket read, so a relay can answer its client with one write per read instead of one per message.
+   */
+  setHandler(handler: MessageHandler | null, chunkEnd: (() => void) | null = null): void {
     this.#handler = handler;
+    this.#chunkEnd = chunkEnd;
   }
 
   write(buf: Buffer): boolean {

@@ -38,10 +38,11 @@ export const WIRE_EXECUTE_STAGES = withWireRules(decisionStages);
 /** The stages up to policy, for a Parse: parameters are not known yet, so rate limits and approvals wait for Execute. */
 export const WIRE_PARSE_STAGES = withWireRules(decisionStages.filter((s) => s.name !== 'rate_limit' && s.name !== 'approval'));
 
+/** A refusal's audit entry is ended by the decision; `recorded` settles when it is durable (true) or could not be recorded (false). */
 export type StatementDecision =
   | { kind: 'allow'; req: GovernedRequest }
-  | { kind: 'queued'; req: GovernedRequest; error: ErrorFields }
-  | { kind: 'refused'; req: GovernedRequest; error: ErrorFields };
+  | { kind: 'queued'; req: GovernedRequest; error: ErrorFields; recorded: Promise<boolean> }
+  | { kind: 'refused'; req: GovernedRequest; error: ErrorFields; recorded: Promise<boolean> };
 
 export interface WireDecider {
   readonly pipeline: PipelineDeps;
@@ -86,15 +87,16 @@ export async function decideStatement(
     if (isGatehouseError(err) && err.code === 'internal') d.pipeline.log.error({ err }, 'wire statement decision failed');
     else if (!isGatehouseError(err)) d.pipeline.log.error({ err }, 'wire statement decision failed');
     const error = errorFieldsOf(err);
-    endQuietly(d, audit, { status: isGatehouseError(err) ? err.spec.http : 500, decision: auditDecision({ error: err }), error_code: isGatehouseError(err) ? err.code : 'internal' });
-    return { kind: 'refused', req, error };
+    const recorded = endRecorded(d, audit, { status: isGatehouseError(err) ? err.spec.http : 500, decision: auditDecision({ error: err }), error_code: isGatehouseError(err) ? err.code : 'internal' });
+    return { kind: 'refused', req, error, recorded };
   }
   if (outcome?.kind === 'queued') {
     const a = outcome.approval;
-    endQuietly(d, audit, { status: 202, decision: 'require_approval', approval_id: a.id });
+    const recorded = endRecorded(d, audit, { status: 202, decision: 'require_approval', approval_id: a.id });
     return {
       kind: 'queued',
       req,
+      recorded,
       error: {
         sqlstate: APPROVAL_REQUIRED_SQLSTATE,
         message: 'approval required',
@@ -106,8 +108,22 @@ export async function decideStatement(
   return { kind: 'allow', req };
 }
 
+/**
+ * Ends an entry; resolves true once it satisfies the audit durability mode (strict: committed or fsynced), false when
+ * it could not be recorded (logged here). Never rejects: the relay holds the statement's answer on it (strict mode).
+ */
+export function endRecorded(d: Pick<WireDecider, 'pipeline'>, audit: AuditContext, fields: Parameters<AuditContext['end']>[0]): Promise<boolean> {
+  return audit.end(fields).then(
+    () => true,
+    (err: unknown) => {
+      d.pipeline.log.error({ err: { code: (err as { code?: string }).code } }, 'wire audit entry could not be recorded');
+      return false;
+    },
+  );
+}
+
 export function endQuietly(d: Pick<WireDecider, 'pipeline'>, audit: AuditContext, fields: Parameters<AuditContext['end']>[0]): void {
-  audit.end(fields).catch((err: unknown) => d.pipeline.log.error({ err: { code: (err as { code?: string }).code } }, 'wire audit entry could not be recorded'));
+  void endRecorded(d, audit, fields);
 }
 
 export interface IdentityState {

@@ -27,10 +27,28 @@ import {
   type ErrorFields,
   type Frame,
 } from './protocol.js';
-import { WIRE_EXECUTE_STAGES, WIRE_PARSE_STAGES, decideStatement, endQuietly, type StatementDecision, type WireDecider } from './decide.js';
+import { WIRE_EXECUTE_STAGES, WIRE_PARSE_STAGES, decideStatement, endRecorded, type StatementDecision, type WireDecider } from './decide.js';
 
 /** Types whose binary form is their UTF-8 text, so personal-data scanning applies in binary results too. */
 const TEXT_LIKE_OIDS = new Set([25, 1043, 1042, 19, 114]);
+
+/**
+ * A point in the client's output behind which nothing leaves until the audit entries of the statements ended before
+ * it are recorded: under strict durability a statement's CommandComplete (and the ReadyForQuery after it) waits for its
+ * entry, as the HTTP proxy's answer does; under buffered durability the wait is a microtask.
+ */
+class AuditBarrier {
+  settled = false;
+  recorded = true;
+}
+
+/** Output queued behind an unsettled barrier below this size is written in one piece when it settles. */
+const HOLD_COALESCE_BYTES = 64 * 1024;
+/** Output queued behind an unsettled barrier above this size pauses the upstream until it settles. */
+const HOLD_PAUSE_BYTES = 1024 * 1024;
+/** Messages that tell the client a statement succeeded: an entry that could not be recorded turns them into 57P03. */
+const SUCCESS_TYPES = new Set<number>([Backend.CommandComplete, Backend.EmptyQueryResponse, Backend.PortalSuspended]);
+const AUDIT_UNAVAILABLE = errorResponse({ sqlstate: '57P03', message: 'The audit log cannot record this request.' });
 
 interface RowPlan {
   /** Per column: 'keep' relays as is; 'scan' goes through the redactor; 'refuse' is a redacted column requested in binary. */
@@ -83,10 +101,24 @@ export class WireRelay {
   #batch: Buffer[] = [];
   #failed: ErrorFields | null = null;
   #closed = false;
+  /** Client output not yet written: messages, and barriers holding what follows them. */
+  #out: (Buffer | AuditBarrier)[] = [];
+  #outBytes = 0;
+  #unsettled = 0;
+  /** Recording of entries ended since the last message queued: the next message gets a barrier on them. */
+  #unrecorded: Promise<boolean>[] = [];
+  #clientBlocked = false;
+  #upstreamPaused = false;
 
   constructor(private readonly client: net.Socket, private readonly upstream: UpstreamConnection, private readonly deps: RelayDeps) {
-    upstream.setHandler((type, raw, body) => this.#onUpstream(type, raw, body));
-    client.on('drain', () => upstream.resume());
+    upstream.setHandler(
+      (type, raw, body) => this.#onUpstream(type, raw, body),
+      () => this.#flush(false),
+    );
+    client.on('drain', () => {
+      this.#clientBlocked = false;
+      this.#flow();
+    });
   }
 
   /** True while the upstream still owes answers (the connection cannot be reset and reused yet). */
@@ -108,9 +140,73 @@ export class WireRelay {
     this.upstream.setHandler(null);
   }
 
+  /** Queues a message for the client; it is written at the end of the upstream read (one write per read, not per message). */
   #send(buf: Buffer): void {
     if (this.#closed) return;
-    if (!this.client.write(buf)) this.upstream.pause();
+    if (this.#unrecorded.length > 0) this.#barrier();
+    this.#out.push(buf);
+    this.#outBytes += buf.length;
+  }
+
+  #track(recorded: Promise<boolean>): void {
+    if (!this.#closed) this.#unrecorded.push(recorded);
+  }
+
+  #barrier(): void {
+    const waits = this.#unrecorded;
+    this.#unrecorded = [];
+    const barrier = new AuditBarrier();
+    this.#out.push(barrier);
+    this.#unsettled++;
+    const all = waits.length === 1 ? waits[0]! : Promise.all(waits).then((r) => r.every(Boolean));
+    void all.then((recorded) => {
+      barrier.settled = true;
+      barrier.recorded = recorded;
+      this.#unsettled--;
+      this.#flush(true);
+    });
+  }
+
+  /**
+   * Writes the queued output up to the first unsettled barrier. At the end of an upstream read (`settling` false) a
+   * small output waiting on a barrier is left for the barrier's own flush, so a statement's answer is one write.
+   */
+  #flush(settling: boolean): void {
+    if (this.#closed) return;
+    if (!settling && this.#unsettled > 0 && this.#outBytes < HOLD_COALESCE_BYTES) return this.#flow();
+    const out = this.#out;
+    const parts: Buffer[] = [];
+    let bytes = 0;
+    let i = 0;
+    for (; i < out.length; i++) {
+      const item = out[i]!;
+      if (item instanceof AuditBarrier) {
+        if (!item.settled) break;
+        const next = out[i + 1];
+        if (!item.recorded && next instanceof Buffer && SUCCESS_TYPES.has(next[0]!)) {
+          // Strict durability: without its entry the statement does not report success (the HTTP proxy answers 503).
+          this.#outBytes += AUDIT_UNAVAILABLE.length - next.length;
+          out[i + 1] = AUDIT_UNAVAILABLE;
+        }
+        continue;
+      }
+      parts.push(item);
+      bytes += item.length;
+    }
+    if (i === out.length) this.#out = [];
+    else if (i > 0) this.#out = out.slice(i);
+    this.#outBytes -= bytes;
+    if (parts.length > 0 && !this.client.write(parts.length === 1 ? parts[0]! : Buffer.concat(parts, bytes))) this.#clientBlocked = true;
+    this.#flow();
+  }
+
+  /** Backpressure: the upstream socket pauses while the client cannot take more or too much waits on a barrier. */
+  #flow(): void {
+    const pause = this.#clientBlocked || (this.#unsettled > 0 && this.#outBytes > HOLD_PAUSE_BYTES);
+    if (pause === this.#upstreamPaused) return;
+    this.#upstreamPaused = pause;
+    if (pause) this.upstream.pause();
+    else this.upstream.resume();
   }
 
   // ---- client side ----
@@ -204,9 +300,12 @@ export class WireRelay {
     const refusal = decisions.find((d) => d.kind !== 'allow');
     if (refusal) {
       for (const d of decisions) {
-        if (d.kind !== 'allow') continue;
+        if (d.kind !== 'allow') {
+          this.#track(d.recorded);
+          continue;
+        }
         d.req.audit.addReason('pgwire: not executed, another statement of the same query was refused');
-        endQuietly(this.deps.decider, d.req.audit, { status: 409, decision: 'error', error_code: 'not_executed' });
+        this.#track(endRecorded(this.deps.decider, d.req.audit, { status: 409, decision: 'error', error_code: 'not_executed' }));
       }
       // An empty query keeps the answer in order behind earlier pipelined ones; its EmptyQueryResponse becomes the error.
       this.#pending.push({ kind: 'query', runs: [], index: 0, localError: errorResponse((refusal as { error: ErrorFields }).error) });
@@ -227,6 +326,7 @@ export class WireRelay {
     }
     const decision = sql.trim() === '' ? null : await this.#decide(sql, [], WIRE_PARSE_STAGES);
     if (decision && decision.kind !== 'allow') {
+      this.#track(decision.recorded);
       this.#refuseExtended(decision.error);
       return;
     }
@@ -261,6 +361,7 @@ export class WireRelay {
     }
     const decision = await this.#decide(portal.sql, portal.params, WIRE_EXECUTE_STAGES);
     if (decision.kind !== 'allow') {
+      this.#track(decision.recorded);
       this.#refuseExtended(decision.error);
       return;
     }
@@ -311,16 +412,18 @@ export class WireRelay {
     return null;
   }
 
-  #end(run: StatementRun, fields: Parameters<typeof endQuietly>[2]): void {
+  #end(run: StatementRun, fields: Parameters<typeof endRecorded>[2]): void {
     if (run.ended) return;
     run.ended = true;
-    endQuietly(this.deps.decider, run.req.audit, { redactions: run.redactions, bytes_out: run.bytesOut, ...fields });
+    this.#track(endRecorded(this.deps.decider, run.req.audit, { redactions: run.redactions, bytes_out: run.bytesOut, ...fields }));
   }
 
   #onUpstream(type: number, raw: Buffer, body: Buffer): void {
     switch (type) {
       case 0:
-        if (!this.#closed) this.#send(errorResponse({ severity: 'FATAL', sqlstate: '08006', message: 'the upstream connection was lost' }));
+        // What waits on a barrier is dropped: the session ends with the error instead.
+        if (!this.#closed) this.#flush(true);
+        if (!this.#closed) this.client.write(errorResponse({ severity: 'FATAL', sqlstate: '08006', message: 'the upstream connection was lost' }));
         this.abandon();
         this.client.end();
         return;
