@@ -72,6 +72,14 @@ describe('authentication', () => {
     expect(init.status, init.text).toBe(200);
     expect(init.headers.get('mcp-session-id')).toBeNull();
     expect(init.json.result.serverInfo.name).toBe('gatehouse');
+    const list = JSON.stringify({ jsonrpc: '2.0', id: 3, method: 'tools/list', params: {} });
+    const noAccept = await fetch(`${url}/mcp`, { method: 'POST', headers: { 'content-type': 'application/json', authorization: `Bearer ${reader.key}` }, body: list });
+    expect(noAccept.status).toBe(406);
+    const text = await answer(await fetch(`${url}/mcp`, { method: 'POST', headers: { ...JSONRPC_HEADERS, 'content-type': 'text/plain', authorization: `Bearer ${reader.key}` }, body: list }));
+    expect(text.status).toBe(415);
+    const xml = await answer(await fetch(`${url}/mcp`, { method: 'POST', headers: { ...JSONRPC_HEADERS, 'content-type': 'application/xml', authorization: `Bearer ${reader.key}` }, body: '<x/>' }));
+    expect(xml.status).toBe(400);
+    expect(xml.json.error).toBe('invalid_request');
     for (const method of ['GET', 'DELETE']) {
       const r = await fetch(`${url}/mcp`, { method, headers: { authorization: `Bearer ${reader.key}` } });
       expect(r.status).toBe(405);

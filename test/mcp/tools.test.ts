@@ -195,6 +195,28 @@ describe('http_request', () => {
   });
 });
 
+describe('http_request approvals', () => {
+  test('a DELETE needing approval is not sent; approved, it runs once and get_approval shows the upstream answer', async () => {
+    const admin = await mw.world.agent('mcp-http-admin', [{ source_id: HTTP_SOURCE, role_key: 'admin' }]);
+    const client = await mw.connect(admin.key);
+    const before = mw.upstream.hits.filter((h) => h.method === 'DELETE').length;
+    const r = await call(client, 'http_request', { source_id: HTTP_SOURCE, method: 'DELETE', path: '/items' });
+    expect(r.isError).toBe(true);
+    expect(r.s).toMatchObject({ error: 'approval_required', approval_id: expect.any(Number), approval_state: 'pending' });
+    expect(mw.upstream.hits.filter((h) => h.method === 'DELETE').length).toBe(before);
+    const approved = await mw.world.admin('POST', `/api/approvals/${r.s.approval_id}/approve`, {});
+    expect(approved.status, approved.text).toBeLessThan(300);
+    expect(mw.upstream.hits.filter((h) => h.method === 'DELETE').length).toBe(before + 1);
+    const done = await call(client, 'get_approval', { approval_id: r.s.approval_id });
+    expect(done.s).toMatchObject({ status: 'executed', result: { status: 201 } });
+    const entries = await mw.audit('identity_id = $1', [admin.id]);
+    expect(entries.map((e) => [e.action, e.decision, e.status])).toEqual([
+      ['mcp.http_request', 'require_approval', 202],
+      ['mcp.get_approval', 'allow', 200],
+    ]);
+  });
+});
+
 describe('audit', () => {
   test('every call emits exactly one entry on channel mcp', async () => {
     const agent = await mw.world.agent('mcp-audited', [{ source_id: PG_SOURCE, role_key: 'reader' }]);
