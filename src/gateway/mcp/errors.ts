@@ -43,6 +43,12 @@ export function renderToolFailure(err: GatehouseError, requestId: string): { kin
   return { kind: 'rpc', error: new McpError(ErrorCode.InternalError, err.message, data) };
 }
 
+/** A legacy tools/call body that is not `{name, arguments}`: answered like any invalid call (400). */
+export function invalidLegacyBody(error: z.ZodError): McpError {
+  const problems = error.issues.slice(0, 10).map((i) => `${i.path.length ? i.path.map(String).join('.') : 'body'}: ${i.message}`);
+  return new McpError(ErrorCode.InvalidParams, `The body must be {name, arguments}: ${problems.join('; ')}.`, { error: 'invalid_request' });
+}
+
 /** A JSON-RPC error on the legacy endpoints: the gateway error body (DESIGN §6) with the registry's status. */
 export function legacyHttpError(err: McpError, requestId: string): { status: number; body: { error: string; message: string; request_id: string } } {
   const code = (err.data as { error?: unknown } | undefined)?.error;

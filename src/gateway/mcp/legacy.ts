@@ -4,7 +4,7 @@ import type { ServerResponse } from 'node:http';
 import { McpError } from '@modelcontextprotocol/sdk/types.js';
 import { z } from 'zod';
 import type { McpDeps, ToolCaller } from './context.js';
-import { legacyHttpError, unknownTool } from './errors.js';
+import { invalidLegacyBody, legacyHttpError, unknownTool } from './errors.js';
 import type { Toolset } from './tools.js';
 
 /** Headers that mark every legacy answer deprecated (RFC 9745 `Deprecation`, RFC 8288 successor link). */
@@ -43,12 +43,9 @@ export function registerLegacyRoutes(scope: FastifyInstance, d: LegacyRouteDeps)
     const caller = deprecated(d, req, 'tools/call');
     void reply.headers(DEPRECATION_HEADERS);
     const body = callBody.safeParse(req.body ?? {});
-    if (!body.success) {
-      const problems = body.error.issues.map((i) => `${i.path.length ? i.path.join('.') : 'body'}: ${i.message}`).join('; ');
-      return reply.code(400).send({ error: 'invalid_request', message: `The body must be {name, arguments}: ${problems}.`, request_id: req.id });
-    }
-    const { name } = body.data;
+    const { name } = body.data ?? { name: '' };
     try {
+      if (!body.success) throw invalidLegacyBody(body.error);
       // Only the legacy names are offered here; the current names belong to POST /mcp.
       const tool = name.startsWith(prefix) ? name.slice(prefix.length) : null;
       if (tool === null) throw unknownTool(name);
