@@ -1,7 +1,7 @@
 // HTTP proxy benchmark (issue 6): the upstream directly, nginx as a plain reverse proxy, Gatehouse on an origin miss and on a cache hit — one run, loopback, small JSON, ratios with PASS/FAIL.
 import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtemp, rm, writeFile, mkdir } from 'node:fs/promises';
-import { existsSync } from 'node:fs';
+import { createWriteStream, existsSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -15,6 +15,10 @@ const WARMUP_S = 2;
 const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 10);
 const AUDIT_MODE = process.env.BENCH_AUDIT_MODE ?? 'buffered';
 const NGINX = process.env.BENCH_NGINX ?? '/usr/sbin/nginx';
+/** Extra node arguments for the Gatehouse process, e.g. `--cpu-prof --cpu-prof-dir=/tmp/prof` to profile it. */
+const GATEHOUSE_NODE_ARGS = (process.env.BENCH_NODE_ARGS ?? '').split(' ').filter((a) => a !== '');
+/** Only these cases (letters a–d), e.g. `BENCH_CASES=d` while profiling the hit path; ratios need all four. */
+const CASES = new Set((process.env.BENCH_CASES ?? 'abcd').split(''));
 const ROOT = path.resolve(import.meta.dirname, '..');
 const PASSWORD = 'bench-owner-password-0001';
 
@@ -144,9 +148,14 @@ async function startGatehouse(upstreamPort: number): Promise<{ child: ChildProce
     SERVICE_OBSERVABILITY__LOG_LEVEL: 'warn',
   };
   const built = existsSync(path.join(ROOT, 'dist/main.js')) && process.env.BENCH_FROM_SOURCE !== '1';
-  const child = built ? run(process.execPath, ['dist/main.js', 'start'], env) : run(process.execPath, ['--import', 'tsx', 'src/main.ts', 'start'], env);
+  const child = built
+    ? run(process.execPath, [...GATEHOUSE_NODE_ARGS, 'dist/main.js', 'start'], env)
+    : run(process.execPath, [...GATEHOUSE_NODE_ARGS, '--import', 'tsx', 'src/main.ts', 'start'], env);
   let stderr = '';
   child.stderr?.on('data', (c: Buffer) => (stderr += c.toString()));
+  // Always drain the service's log stream: an unread pipe fills up and stalls every log write in the service.
+  const logFile = createWriteStream(path.join(process.env.BENCH_LOG_DIR ?? dir, 'gatehouse.log'));
+  child.stdout?.pipe(logFile);
   const adminUrl = `http://127.0.0.1:${adminPort}`;
   const gatewayUrl = `http://127.0.0.1:${gatewayPort}`;
   try {
@@ -199,14 +208,15 @@ async function main(): Promise<void> {
   let n = 0;
   try {
     const results: Figures[] = [];
-    results.push(await load('(a) upstream direct', `http://127.0.0.1:${upstreamPort}/item`));
-    results.push(await load('(b) nginx proxy', `http://127.0.0.1:${nginx.port}/item`));
-    results.push(await load('(c) gatehouse miss', () => `${gh.gatewayUrl}/proxy/bench/miss/item?n=${n++}`, auth));
-    results.push(await load('(d) gatehouse hit', `${gh.gatewayUrl}/proxy/bench/hit/item`, auth));
+    if (CASES.has('a')) results.push(await load('(a) upstream direct', `http://127.0.0.1:${upstreamPort}/item`));
+    if (CASES.has('b')) results.push(await load('(b) nginx proxy', `http://127.0.0.1:${nginx.port}/item`));
+    if (CASES.has('c')) results.push(await load('(c) gatehouse miss', () => `${gh.gatewayUrl}/proxy/bench/miss/item?n=${n++}`, auth));
+    if (CASES.has('d')) results.push(await load('(d) gatehouse hit', `${gh.gatewayUrl}/proxy/bench/hit/item`, auth));
 
     console.log(`\nHTTP proxy bench: ${CONNECTIONS} connections, ${DURATION_S}s each after ${WARMUP_S}s warm-up, audit ${AUDIT_MODE}, loopback, ${process.version}`);
     console.log(`${'case'.padEnd(22)}${'req/s'.padStart(9)}${'p50 ms'.padStart(9)}${'p99 ms'.padStart(9)}${'errors'.padStart(9)}${'non2xx'.padStart(9)}`);
     for (const r of results) console.log(`${r.name.padEnd(22)}${fmt(r.rps)}${fmt(r.p50, 2)}${fmt(r.p99, 2)}${fmt(r.errors)}${fmt(r.non2xx)}`);
+    if (results.length < 4) return;
     const [a, b, c, d] = results as [Figures, Figures, Figures, Figures];
     const overhead = c.p99 - a.p99;
     const hitRatio = d.rps / b.rps;

@@ -91,10 +91,15 @@ export async function authenticateAgent(deps: AgentAuthDeps, authorizationHeader
   let coordUp = useSessions;
   let revoked = false;
   if (useSessions) {
+    const remembered = deps.memo?.get(digest);
+    if (remembered !== undefined) return remembered;
     try {
       const session = decodeSession(await deps.coord.get(sessionKey));
       if (session === 'revoked') revoked = true;
-      else if (session !== null && digestsEqual(session.digest, digest) && session.identity.enabled) return session.identity;
+      else if (session !== null && digestsEqual(session.digest, digest) && session.identity.enabled) {
+        deps.memo?.set(digest, session.identity);
+        return session.identity;
+      }
     } catch {
       coordUp = false;
     }

@@ -1,9 +1,10 @@
 // The identity module's public face: agent keys, agent authentication and key sessions, built from the running services.
 import type { Services } from '../runtime/services.js';
 import type { AgentAuthDeps } from './authenticate.js';
+import { KeySessionMemo } from './key-sessions.js';
 
 export { authenticateAgent, bearerKey, toAgentIdentity, type AgentAuthDeps } from './authenticate.js';
-export { revokeKeySessions, revokeIdentityKeySessions, keySessionKey, type AgentIdentity, type KeySessionDeps } from './key-sessions.js';
+export { revokeKeySessions, revokeIdentityKeySessions, keySessionKey, KeySessionMemo, type AgentIdentity, type KeySessionDeps } from './key-sessions.js';
 export {
   generateApiKey,
   digestApiKey,
@@ -18,9 +19,28 @@ export {
   type CustomKeyPolicy,
 } from './keys.js';
 
+const memos = new WeakMap<object, KeySessionMemo>();
+
+/**
+ * The process's key-session memo, subscribed to revocations. Only processes that authenticate agents at volume
+ * (the gateway) start it; everyone else revokes through the coordination store and the broadcast.
+ */
+export async function startKeySessionMemo(services: Pick<Services, 'coord' | 'onClose'>): Promise<KeySessionMemo> {
+  let memo = memos.get(services);
+  if (memo === undefined) {
+    memo = new KeySessionMemo(services.coord);
+    memos.set(services, memo);
+    await memo.start();
+    const started = memo;
+    services.onClose(() => started.stop());
+  }
+  return memo;
+}
+
 /** The dependencies of authenticateAgent and the key-session revokers, from the composition root's services. */
 export function agentAuthDeps(services: Pick<Services, 'db' | 'coord' | 'log' | 'config' | 'secrets'>): AgentAuthDeps {
   return {
+    memo: memos.get(services),
     db: services.db,
     coord: services.coord,
     log: services.log.child({ component: 'agent-auth' }),

@@ -1,4 +1,5 @@
 // Short-lived agent key sessions in the coordination store (`keysession:<digest>`), and their revocation when an identity or its grants change.
+import { LRUCache } from 'lru-cache';
 import type { Coordination } from '../coord/index.js';
 import type { Db } from '../store/repos/util.js';
 import type { Logger } from '../observability/logger.js';
@@ -21,6 +22,58 @@ export interface KeySessionDeps {
   log: Logger;
   /** auth.key_session_ttl_seconds; 0 turns key sessions off. */
   ttlSeconds: number;
+  /** The process's in-memory copy of recent key sessions (gateway processes); revocations reach it through pub/sub. */
+  memo?: KeySessionMemo | undefined;
+}
+
+/** Revocations are broadcast here so every replica drops its in-memory key sessions at once. */
+export const KEY_SESSION_REVOKED_CHANNEL = 'keysession:revoked';
+/** The longest an in-memory key session is reused; revocation normally removes it within pub/sub latency. */
+export const KEY_SESSION_MEMO_MS = 1_000;
+
+/**
+ * Key sessions held in process memory for a second, so a busy agent's requests need no coordination-store read.
+ * Trusted only while the revocation subscription is healthy: if pub/sub is down, a revocation elsewhere could
+ * not reach this copy, so every request reads the coordination store again.
+ */
+export class KeySessionMemo {
+  readonly #cache = new LRUCache<string, AgentIdentity>({ max: 50_000, ttl: KEY_SESSION_MEMO_MS });
+  #subscribed = false;
+  #unsubscribe: (() => Promise<void>) | null = null;
+
+  constructor(private readonly coord: Coordination) {}
+
+  async start(): Promise<void> {
+    this.#unsubscribe = await this.coord.subscribe(KEY_SESSION_REVOKED_CHANNEL, (message) => {
+      try {
+        const digests = JSON.parse(message) as unknown;
+        if (Array.isArray(digests)) this.drop(digests.filter((d): d is string => typeof d === 'string'));
+      } catch {
+        // A malformed message cannot name what to drop: drop everything rather than keep a revoked session.
+        this.#cache.clear();
+      }
+    });
+    this.#subscribed = true;
+  }
+
+  get(digest: string): AgentIdentity | undefined {
+    if (!this.#subscribed || !this.coord.status().subscriptionsHealthy) return undefined;
+    return this.#cache.get(digest);
+  }
+
+  set(digest: string, identity: AgentIdentity): void {
+    if (this.#subscribed) this.#cache.set(digest, identity);
+  }
+
+  drop(digests: readonly string[]): void {
+    for (const d of digests) this.#cache.delete(d);
+  }
+
+  async stop(): Promise<void> {
+    this.#subscribed = false;
+    this.#cache.clear();
+    await this.#unsubscribe?.();
+  }
 }
 
 /**
@@ -28,6 +81,13 @@ export interface KeySessionDeps {
  * the change cannot write its stale session over the marker (sessions are written with setIfAbsent).
  */
 export const REVOKED_MARKER = 'revoked';
+
+/**
+ * How long a revocation marker blocks re-caching. It only has to outlive the window between an authentication's
+ * database read and its session write (milliseconds); kept for the whole session TTL, it would send every
+ * request of a just-changed identity to the database for a minute.
+ */
+export const REVOCATION_MARKER_MS = 5_000;
 
 export function keySessionKey(digest: string): string {
   return `keysession:${digest}`;
@@ -65,7 +125,10 @@ export async function revokeKeySessions(deps: KeySessionDeps, digests: ReadonlyA
   const keys = digests.filter((d): d is string => typeof d === 'string' && d.length > 0);
   if (keys.length === 0 || deps.ttlSeconds <= 0) return true;
   try {
-    for (const d of keys) await deps.coord.set(keySessionKey(d), REVOKED_MARKER, { ttlMs: deps.ttlSeconds * 1000 });
+    const ttlMs = Math.min(deps.ttlSeconds * 1000, REVOCATION_MARKER_MS);
+    for (const d of keys) await deps.coord.set(keySessionKey(d), REVOKED_MARKER, { ttlMs });
+    deps.memo?.drop(keys);
+    await deps.coord.publish(KEY_SESSION_REVOKED_CHANNEL, JSON.stringify(keys));
     return true;
   } catch (err) {
     deps.log.error({ err: { code: (err as { code?: string }).code } }, 'key session revocation failed; stale sessions expire within the key session TTL');

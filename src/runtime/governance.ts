@@ -8,7 +8,7 @@ import { createEgressDispatcher, type EgressDispatcher } from '../egress/agent.j
 import { CircuitRegistry } from '../egress/circuit.js';
 import { SourceGenerations, storeDurableGenerations } from '../cache/generations.js';
 import { GovernedCache } from '../cache/governed-cache.js';
-import { authenticateAgent, agentAuthDeps, type AgentIdentity } from '../identity/index.js';
+import { authenticateAgent, agentAuthDeps, startKeySessionMemo, type AgentIdentity } from '../identity/index.js';
 import { loadSourceRoleContext } from '../store/repos/grants.js';
 import { PayloadCipher } from '../approvals/crypto.js';
 import { ApprovalIntake } from '../approvals/queue.js';
@@ -110,6 +110,7 @@ async function createGovernanceRuntime(services: Services): Promise<GovernanceRu
     maxRequestBytes: config.approvals.max_request_bytes,
     onQueued: (notice) => notifierFor(services).notify(notice),
   });
+  await startKeySessionMemo(services);
   const authDeps = agentAuthDeps(services);
 
   const deps: HttpPipelineDeps = {
