@@ -21,6 +21,7 @@ export async function buildGatewayApp(services: Services): Promise<FastifyInstan
     idleTimeoutMs: config.gateway.timeouts.client_idle_ms,
     maxConnections: config.gateway.limits.max_connections,
     frameworkErrors: (_err, req, reply) => void answerUndecodableUrl(services, req, reply),
+    requestLogging: false,
   });
   setGatewayErrorHandler(app);
   registerHealthRoutes(app, services.readiness, { details: config.observability.readiness_details });

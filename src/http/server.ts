@@ -12,11 +12,14 @@ export interface HttpServerOptions {
   maxConnections?: number;
   /** Answers requests the router refuses before any route runs (undecodable URL); fastify's default body echoes the URL. */
   frameworkErrors?: FastifyServerOptions['frameworkErrors'];
+  /** The gateway's per-request record is its audit entry; two access-log lines per request would only double the cost. */
+  requestLogging?: boolean;
 }
 
 export function createHttpServer(opts: HttpServerOptions): FastifyInstance {
   const app = Fastify({
     loggerInstance: opts.log as FastifyBaseLogger,
+    disableRequestLogging: opts.requestLogging === false,
     bodyLimit: opts.bodyLimit,
     trustProxy: opts.trustProxy,
     // Request ids are ours: a client-chosen id would let one request impersonate another in the audit log.
