@@ -98,7 +98,7 @@ async function main(): Promise<void> {
         const used = process.cpuUsage(cpu);
         if (profile) console.log(`cpu profile: ${await profile(path.join(PROFILE_DIR!, `gatehouse${script}-${MODE}-${Date.now()}.cpuprofile`))}`);
         results[script]![name] = run.tps;
-        const perTx = name === 'gatehouse' && run.transactions > 0 ? `, gateway CPU ${((used.user + used.system) / run.transactions).toFixed(0)} µs/transaction` : '';
+        const perTx = name === 'gatehouse' && run.transactions > 0 ? `, gateway CPU ${((used.user + used.system) / run.transactions).toFixed(0)} µs/transaction (user ${(used.user / run.transactions).toFixed(0)}, system ${(used.system / run.transactions).toFixed(0)})` : '';
         console.log(`${script.padEnd(5)} ${name.padEnd(10)} ${run.tps.toFixed(0)} tps${perTx}`);
       }
     }

@@ -42,6 +42,7 @@ class AuditBarrier {
   recorded = true;
 }
 
+const MAX_CACHED_PLANS = 64;
 /** Output queued behind an unsettled barrier below this size is written in one piece when it settles. */
 const HOLD_COALESCE_BYTES = 64 * 1024;
 /** Output queued behind an unsettled barrier above this size pauses the upstream until it settles. */
@@ -98,6 +99,8 @@ export class WireRelay {
   readonly #pending: Pending[] = [];
   readonly #statements = new Map<string, string>();
   readonly #portals = new Map<string, Portal>();
+  /** Row plans by (pii mode, redacted columns, RowDescription): stateless, so a session reuses them. */
+  readonly #plans = new Map<string, RowPlan>();
   #batch: Buffer[] = [];
   #failed: ErrorFields | null = null;
   #closed = false;
@@ -385,8 +388,20 @@ export class WireRelay {
   #planFor(run: StatementRun, body: Buffer): RowPlan | null {
     if (!this.#needsPlan(run)) return null;
     const o = run.req.policyDecision!.obligations;
+    const mode = o.pii_mode ?? this.deps.defaultPiiMode;
+    // A prepared statement answers the same description on every execution: its plan is compiled once per session.
+    const key = `${mode}\u0000${o.redact_columns.join('\u0001')}\u0000${body.toString('latin1')}`;
+    const cached = this.#plans.get(key);
+    if (cached) return cached;
+    const plan = this.#compilePlan(body, mode, o.redact_columns);
+    if (this.#plans.size >= MAX_CACHED_PLANS) this.#plans.clear();
+    this.#plans.set(key, plan);
+    return plan;
+  }
+
+  #compilePlan(body: Buffer, mode: PiiMode, redactColumns: readonly string[]): RowPlan {
     const desc = parseRowDescription(body);
-    const redact = this.deps.pii.rowRedactor(desc.names, { mode: o.pii_mode ?? this.deps.defaultPiiMode, redactColumns: o.redact_columns });
+    const redact = this.deps.pii.rowRedactor(desc.names, { mode, redactColumns });
     // A probe row without personal data shows which columns are replaced whatever their value.
     const probe = desc.names.map(() => '\u0001');
     const replaced = redact(probe).values.map((v, i) => v !== probe[i]);
@@ -534,7 +549,11 @@ export class WireRelay {
     let out = raw;
     if (plan?.redact) {
       const values = parseDataRow(body);
-      const texts = values.map((v, i) => (v === null || !plan.textColumns[i] ? null : v.toString('utf8')));
+      const texts: (string | null)[] = new Array(values.length);
+      for (let i = 0; i < values.length; i++) {
+        const v = values[i]!;
+        texts[i] = v === null || !plan.textColumns[i] ? null : v.toString('utf8');
+      }
       const r = plan.redact(texts);
       if (r.redactions > 0) {
         run.redactions += r.redactions;
