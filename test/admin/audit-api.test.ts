@@ -1,24 +1,10 @@
 // GET /api/audit on the admin listener: proxied requests and admin actions are searchable by auditors, refused to viewers, and bad filters answer 422.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { answer, startWorld, type World } from '../support/world.js';
+import { adminToken, startWorld, type World } from '../support/world.js';
 import { startUpstream, type TestUpstream } from '../egress/upstream-server.js';
 
 let world: World;
 let upstream: TestUpstream;
-
-async function tokenFor(adminUrl: string, username: string, password: string): Promise<string> {
-  const login = await fetch(`${adminUrl}/auth/login`, { method: 'POST', body: new URLSearchParams({ username, password }), redirect: 'manual' });
-  const cookie = login.headers.getSetCookie().map((l) => l.split(';')[0]!).find((p) => p.startsWith('gatehouse_session='))!;
-  const session = await answer(await fetch(`${adminUrl}/api/session`, { headers: { cookie } }));
-  const created = await answer(
-    await fetch(`${adminUrl}/api/admin-tokens`, {
-      method: 'POST',
-      headers: { cookie, 'x-csrf-token': session.json.csrf_token as string, 'content-type': 'application/json' },
-      body: JSON.stringify({ name: `${username}-token` }),
-    }),
-  );
-  return created.json.token as string;
-}
 
 beforeAll(async () => {
   upstream = await startUpstream({});
@@ -60,7 +46,7 @@ describe('GET /api/audit', () => {
       const password = `${username}-password-long-enough`;
       const created = await world.admin('POST', '/api/admins', { username, password, roles: [role], must_change_password: false });
       expect(created.status, created.text).toBe(201);
-      const token = await tokenFor(world.svc.adminUrl, username, password);
+      const token = await adminToken(world.svc.adminUrl, username, password);
       const res = await fetch(`${world.svc.adminUrl}/api/audit`, { headers: { authorization: `Bearer ${token}` } });
       expect(res.status).toBe(expected);
     }

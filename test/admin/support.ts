@@ -1,7 +1,7 @@
 // Test fixture for the identity, data-source and grant API suites: a service, an owner's admin API token, and a client that keeps every response body for the secret scan.
-import { Redis } from 'ioredis';
 import { expect } from 'vitest';
-import { startTestService, TEST_REDIS_URL, type TestService } from '../support/service.js';
+import { startTestService, type TestService } from '../support/service.js';
+import { ownerToken } from '../support/world.js';
 
 export const OWNER_PASSWORD = 'resources-owner-password-0001';
 
@@ -43,19 +43,7 @@ export async function startResourceFixture(env: Record<string, string> = {}): Pr
     await record(event);
   };
   const base = svc.adminUrl;
-  const login = await fetch(`${base}/auth/login`, { method: 'POST', body: new URLSearchParams({ username: 'admin', password: OWNER_PASSWORD }), redirect: 'manual' });
-  const cookie = login.headers.getSetCookie().map((l) => l.split(';')[0]!).find((p) => p.startsWith('gatehouse_session='));
-  if (login.status !== 303 || !cookie) throw new Error(`owner sign-in failed: ${login.status}`);
-  const session = await read(await fetch(`${base}/api/session`, { headers: { cookie } }));
-  const created = await read(
-    await fetch(`${base}/api/admin-tokens`, {
-      method: 'POST',
-      headers: { cookie, 'x-csrf-token': session.json.csrf_token as string, 'content-type': 'application/json' },
-      body: JSON.stringify({ name: 'resources-suite' }),
-    }),
-  );
-  if (created.status !== 201) throw new Error(`admin token creation failed: ${created.status} ${created.text}`);
-  const token = created.json.token as string;
+  const token = await ownerToken(base, OWNER_PASSWORD);
   return {
     svc,
     bodies,
@@ -67,28 +55,8 @@ export async function startResourceFixture(env: Record<string, string> = {}): Pr
       bodies.push(res.text);
       return res;
     },
-    async stop() {
-      const prefix = svc.env.SERVICE_REDIS__KEY_PREFIX;
-      await svc.stop();
-      await dropRedisPrefix(prefix);
-    },
+    stop: () => svc.stop(),
   };
-}
-
-async function dropRedisPrefix(prefix: string | undefined): Promise<void> {
-  if (!prefix || !prefix.startsWith('ghtest:')) return;
-  const redis = new Redis(TEST_REDIS_URL, { lazyConnect: true, maxRetriesPerRequest: 1 });
-  await redis.connect();
-  try {
-    let cursor = '0';
-    do {
-      const [next, keys] = await redis.scan(cursor, 'MATCH', `${prefix}*`, 'COUNT', 500);
-      if (keys.length > 0) await redis.del(...keys);
-      cursor = next;
-    } while (cursor !== '0');
-  } finally {
-    redis.disconnect();
-  }
 }
 
 /** Asserts a 422 whose detail holds an item at exactly `loc`. */

@@ -1,4 +1,5 @@
 // Test helpers for the policy API: a service signed in as the bootstrap owner through an admin API token, and fixtures in the control store.
+import { adminToken } from '../support/world.js';
 import { startTestService, type TestService } from '../support/service.js';
 import { createIdentity } from '../../src/store/repos/identities.js';
 import { createDataSource } from '../../src/store/repos/data-sources.js';
@@ -44,17 +45,7 @@ export class PolicyApi {
 
 /** Signs in (the bootstrap owner by default) and creates an admin API token (Bearer requests are CSRF-exempt). */
 export async function ownerApi(baseUrl: string, username = 'admin', password = OWNER_PASSWORD): Promise<PolicyApi> {
-  const login = await fetch(`${baseUrl}/auth/login`, { method: 'POST', body: new URLSearchParams({ username, password }), redirect: 'manual' });
-  if (login.status !== 303) throw new Error(`owner sign-in failed: ${login.status}`);
-  const cookie = login.headers.getSetCookie().map((c) => c.split(';')[0]!).find((c) => c.startsWith('gatehouse_session='))!;
-  const session = (await (await fetch(`${baseUrl}/api/session`, { headers: { cookie } })).json()) as { csrf_token: string };
-  const res = await fetch(`${baseUrl}/api/admin-tokens`, {
-    method: 'POST',
-    headers: { cookie, 'x-csrf-token': session.csrf_token, 'content-type': 'application/json' },
-    body: JSON.stringify({ name: 'policy-tests' }),
-  });
-  if (res.status !== 201) throw new Error(`admin token creation failed: ${res.status} ${await res.text()}`);
-  const { token } = (await res.json()) as { token: string };
+  const token = await adminToken(baseUrl, username, password, 'policy-tests');
   return new PolicyApi(baseUrl, token);
 }
 

@@ -7,8 +7,9 @@ import { loadConfig, type ServiceRole } from '../../src/config/index.js';
 import { createLogger } from '../../src/observability/logger.js';
 import { startService, type RunningService } from '../../src/runtime/start.js';
 import { createTestDatabase, type TestDatabase } from './pg.js';
+import { dropRedisPrefix, TEST_REDIS_URL } from './redis.js';
 
-export const TEST_REDIS_URL = 'redis://127.0.0.1:6379';
+export { TEST_REDIS_URL };
 
 export interface TestService {
   running: RunningService;
@@ -55,6 +56,8 @@ export async function startTestService(opts: TestServiceOptions = {}): Promise<T
     const a = running.addresses[key];
     return a ? `http://127.0.0.1:${a.port}` : '';
   };
+  // A replica started with another service's env shares its prefix; only the service that made a prefix sweeps it.
+  const ownPrefix = database !== null && opts.env?.SERVICE_REDIS__KEY_PREFIX === undefined ? env.SERVICE_REDIS__KEY_PREFIX : undefined;
   let stopped = false;
   return {
     running,
@@ -67,6 +70,7 @@ export async function startTestService(opts: TestServiceOptions = {}): Promise<T
       stopped = true;
       await running.shutdown('test finished');
       if (ownDatabase) await database?.drop();
+      await dropRedisPrefix(ownPrefix);
       await rm(stateDir, { recursive: true, force: true });
     },
   };

@@ -17,8 +17,13 @@ export async function answer(res: Response): Promise<Answer> {
 }
 
 /** Signs in as the bootstrap owner and creates an admin API token (Bearer, CSRF-exempt). */
-export async function ownerToken(adminUrl: string, password = OWNER_PASSWORD): Promise<string> {
-  const login = await fetch(`${adminUrl}/auth/login`, { method: 'POST', body: new URLSearchParams({ username: 'admin', password }), redirect: 'manual' });
+export function ownerToken(adminUrl: string, password = OWNER_PASSWORD): Promise<string> {
+  return adminToken(adminUrl, 'admin', password);
+}
+
+/** Signs in as an admin with a form post and creates an admin API token for it (Bearer requests are CSRF-exempt). */
+export async function adminToken(adminUrl: string, username: string, password: string, tokenName = 'tests'): Promise<string> {
+  const login = await fetch(`${adminUrl}/auth/login`, { method: 'POST', body: new URLSearchParams({ username, password }), redirect: 'manual' });
   const cookie = login.headers.getSetCookie().map((l) => l.split(';')[0]!).find((p) => p.startsWith('gatehouse_session='));
   if (login.status !== 303 || !cookie) throw new Error(`owner sign-in failed: ${login.status}`);
   const session = await answer(await fetch(`${adminUrl}/api/session`, { headers: { cookie } }));
@@ -26,7 +31,7 @@ export async function ownerToken(adminUrl: string, password = OWNER_PASSWORD): P
     await fetch(`${adminUrl}/api/admin-tokens`, {
       method: 'POST',
       headers: { cookie, 'x-csrf-token': session.json.csrf_token as string, 'content-type': 'application/json' },
-      body: JSON.stringify({ name: 'world' }),
+      body: JSON.stringify({ name: tokenName }),
     }),
   );
   if (created.status !== 201) throw new Error(`admin token creation failed: ${created.status} ${created.text}`);

@@ -1,7 +1,7 @@
 // Test helpers: an admin API client on global fetch with manual cookie handling, and audit capture.
 import type { AdminAuditEvent } from '../../../src/admin/audit-events.js';
-import { Redis } from 'ioredis';
-import { TEST_REDIS_URL, type TestService } from '../../support/service.js';
+import type { TestService } from '../../support/service.js';
+import { dropRedisPrefix } from '../../support/redis.js';
 
 export const OWNER_PASSWORD = 'owner-password-for-tests-1';
 
@@ -95,24 +95,9 @@ export function captureAudit(svc: TestService): AdminAuditEvent[] {
   return events;
 }
 
-/** Stops a test service and removes the Redis keys under its prefix (sessions and throttle counters outlive the process otherwise). */
+/** Stops a test service; the service fixture sweeps the Redis keys under the prefix it made. */
 export async function stopAndClean(svc: TestService): Promise<void> {
   await svc.stop();
-  await dropRedisPrefix(svc.env.SERVICE_REDIS__KEY_PREFIX);
 }
 
-export async function dropRedisPrefix(prefix: string | undefined): Promise<void> {
-  if (!prefix || !prefix.startsWith('ghtest:')) return;
-  const redis = new Redis(TEST_REDIS_URL, { lazyConnect: true, maxRetriesPerRequest: 1 });
-  await redis.connect();
-  try {
-    let cursor = '0';
-    do {
-      const [next, keys] = await redis.scan(cursor, 'MATCH', `${prefix}*`, 'COUNT', 500);
-      if (keys.length > 0) await redis.del(...keys);
-      cursor = next;
-    } while (cursor !== '0');
-  } finally {
-    redis.disconnect();
-  }
-}
+export { dropRedisPrefix };
