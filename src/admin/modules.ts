@@ -7,6 +7,7 @@ import { resourcesModule } from './api/resources.js';
 import { policyModule } from '../policy/routes.js';
 import { auditModule } from './api/audit.js';
 import { approvalsModule } from '../approvals/routes.js';
+import { overviewModule } from './console/overview.js';
 
 export interface AdminModuleContext {
   app: FastifyInstance;
@@ -17,4 +18,4 @@ export interface AdminModuleContext {
 export type AdminModule = (ctx: AdminModuleContext) => Promise<void> | void;
 
 /** Order matters: authentication first, so its hooks guard every route registered after it. */
-export const adminModules: AdminModule[] = [adminAuthModule, resourcesModule(), policyModule, auditModule, approvalsModule];
+export const adminModules: AdminModule[] = [adminAuthModule, resourcesModule(), policyModule, auditModule, approvalsModule, overviewModule];

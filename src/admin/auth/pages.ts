@@ -6,7 +6,8 @@ export function escapeHtml(value: string): string {
   return value.replace(/[&<>"']/g, (c) => ESCAPES[c]!);
 }
 
-function page(title: string, body: string): string {
+/** The page frame of the console: every caller escapes what it interpolates (escapeHtml). */
+export function page(title: string, body: string): string {
   return `<!doctype html>
 <html lang="en">
 <head>

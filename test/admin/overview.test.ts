@@ -1,0 +1,33 @@
+// The console overview: where sign-in lands; unauthenticated browsers are sent to the sign-in page, signed-in admins see counts and readiness.
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { OWNER_PASSWORD, startWorld, type World } from '../support/world.js';
+
+let world: World;
+
+beforeAll(async () => {
+  world = await startWorld();
+});
+
+afterAll(async () => {
+  await world?.stop();
+});
+
+describe('GET /dashboard/overview', () => {
+  it('sends an unauthenticated browser to sign in, and shows a signed-in admin the overview', async () => {
+    const anonymous = await fetch(`${world.svc.adminUrl}/dashboard/overview`, { redirect: 'manual', headers: { accept: 'text/html' } });
+    expect(anonymous.status).toBe(303);
+    expect(anonymous.headers.get('location')).toMatch(/^\/auth\/login\?next=/);
+
+    await world.agent('overview-agent');
+    const login = await fetch(`${world.svc.adminUrl}/auth/login`, { method: 'POST', body: new URLSearchParams({ username: 'admin', password: OWNER_PASSWORD }), redirect: 'manual' });
+    expect(login.status).toBe(303);
+    expect(login.headers.get('location')).toBe('/dashboard/overview');
+    const cookie = login.headers.getSetCookie().map((l) => l.split(';')[0]!).find((p) => p.startsWith('gatehouse_session='))!;
+    const res = await fetch(`${world.svc.adminUrl}/dashboard/overview`, { headers: { cookie } });
+    const html = await res.text();
+    expect(res.status).toBe(200);
+    expect(res.headers.get('content-type')).toMatch(/^text\/html/);
+    expect(html).toContain('Signed in as <strong>admin</strong>');
+    expect(html).toMatch(/1 identities/);
+  });
+});
