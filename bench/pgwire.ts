@@ -1,6 +1,6 @@
 // bench:pgwire — pgbench -S and the TPC-B-like script, 8 clients on loopback: PostgreSQL directly, PgBouncer (session mode), Gatehouse with full governance; prints TPS, ratios and PASS/FAIL (issue 8).
 import { execFile, execFileSync, spawn } from 'node:child_process';
-import { chmodSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { Session } from 'node:inspector';
 import net from 'node:net';
 import { loadavg, tmpdir } from 'node:os';
@@ -13,10 +13,26 @@ const CLIENTS = 8;
 const TARGETS = (process.env.BENCH_TARGETS ?? 'direct,pgbouncer,gatehouse').split(',');
 const SCRIPTS = (process.env.BENCH_SCRIPTS ?? '-S,tpcb').split(',');
 const MODE = process.env.BENCH_MODE ?? 'prepared';
+/** The gateway's audit durability: buffered by default, as in bench:proxy; `strict` (the production setting) makes every statement's answer wait for its stored entry. */
+const AUDIT_MODE = process.env.BENCH_AUDIT_MODE ?? 'buffered';
 /** When set, a CPU profile of the gateway side of each Gatehouse run is written there. */
 const PROFILE_DIR = process.env.BENCH_CPU_PROFILE_DIR;
 /** SERVICE_* variables of the bench's environment configure the in-process gateway (e.g. SERVICE_AUDIT__DURABILITY_MODE=buffered). */
 const SERVICE_ENV = Object.fromEntries(Object.entries(process.env).filter((e): e is [string, string] => e[0].startsWith('SERVICE_') && e[1] !== undefined));
+
+/** Linux clock ticks per second (USER_HZ), the unit of /proc/<pid>/stat CPU times. */
+const CLOCK_TICKS = 100;
+
+/** User + system CPU ticks of a process (0 when unknown), to compare PgBouncer's CPU per transaction with the gateway's. */
+function procTicks(pid: number | undefined): number {
+  if (pid === undefined) return 0;
+  try {
+    const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
+    return Number(fields[11]) + Number(fields[12]);
+  } catch {
+    return 0;
+  }
+}
 
 /** A CPU profile of this process (the gateway's side) over one pgbench run only, without startup and setup. */
 async function startProfile(): Promise<(file: string) => Promise<string>> {
@@ -61,7 +77,7 @@ function pgbench(args: string[], env: Record<string, string> = {}): Promise<Run>
 }
 
 async function main(): Promise<void> {
-  const ww = await startWireWorld({ sourceId: 'benchsrc', setupSql: 'select 1', sourceConfig: { pool_max: 16 }, env: { SERVICE_OBSERVABILITY__LOG_LEVEL: 'warn', ...SERVICE_ENV } });
+  const ww = await startWireWorld({ sourceId: 'benchsrc', setupSql: 'select 1', sourceConfig: { pool_max: 16 }, env: { SERVICE_OBSERVABILITY__LOG_LEVEL: 'warn', SERVICE_AUDIT__DURABILITY_MODE: AUDIT_MODE, ...SERVICE_ENV } });
   const db = ww.upstream.name;
   execFileSync('pgbench', ['-i', '-q', '-s', '10', '-h', '127.0.0.1', '-p', '5432', '-U', 'postgres', db], { stdio: 'ignore' });
   const agent = await ww.world.agent('bench-agent', [{ source_id: ww.sourceId, role_key: 'writer' }]);
@@ -85,7 +101,8 @@ async function main(): Promise<void> {
     gatehouse: { args: ['-h', '127.0.0.1', '-p', String(ww.port), '-U', 'bench-agent', ww.sourceId], env: { PGPASSWORD: agent.key } },
   };
   const results: Record<string, Record<string, number>> = { '-S': {}, 'tpcb': {} };
-  console.log(`pgbench -M ${MODE}, ${CLIENTS} clients, ${SECONDS} s; load average ${loadavg().map((l) => l.toFixed(2)).join(' ')}`);
+  const audit = ww.world.svc.running.services.config.audit;
+  console.log(`pgbench -M ${MODE}, ${CLIENTS} clients, ${SECONDS} s; gateway audit durability ${audit.durability_mode}, pii default ${ww.world.svc.running.services.config.pii.default_mode}; load average ${loadavg().map((l) => l.toFixed(2)).join(' ')}`);
   try {
     for (const [script, extra] of [['-S', ['-S']], ['tpcb', []]] as const) {
       if (!SCRIPTS.includes(script)) continue;
@@ -94,12 +111,15 @@ async function main(): Promise<void> {
         // The gateway runs in this process: its CPU time per transaction is a figure the machine's load disturbs less than TPS.
         const profile = name === 'gatehouse' && PROFILE_DIR ? await startProfile() : null;
         const cpu = process.cpuUsage();
+        const bouncerTicks = name === 'pgbouncer' ? procTicks(bouncer.pid) : 0;
         const run = await pgbench([...extra, ...t.args], t.env);
         const used = process.cpuUsage(cpu);
+        const bouncerUs = name === 'pgbouncer' ? ((procTicks(bouncer.pid) - bouncerTicks) * 1e6) / CLOCK_TICKS : 0;
         if (profile) console.log(`cpu profile: ${await profile(path.join(PROFILE_DIR!, `gatehouse${script}-${MODE}-${Date.now()}.cpuprofile`))}`);
         results[script]![name] = run.tps;
         const perTx = name === 'gatehouse' && run.transactions > 0 ? `, gateway CPU ${((used.user + used.system) / run.transactions).toFixed(0)} µs/transaction (user ${(used.user / run.transactions).toFixed(0)}, system ${(used.system / run.transactions).toFixed(0)})` : '';
-        console.log(`${script.padEnd(5)} ${name.padEnd(10)} ${run.tps.toFixed(0)} tps${perTx}`);
+        const bouncerPerTx = name === 'pgbouncer' && run.transactions > 0 && bouncerUs > 0 ? `, PgBouncer CPU ${(bouncerUs / run.transactions).toFixed(0)} µs/transaction` : '';
+        console.log(`${script.padEnd(5)} ${name.padEnd(10)} ${run.tps.toFixed(0)} tps${perTx}${bouncerPerTx}`);
       }
     }
   } finally {
