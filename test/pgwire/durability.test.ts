@@ -48,3 +48,41 @@ test('every answered statement already has its stored entry (simple, extended, r
     await c.end();
   }
 });
+
+test('a statement whose entry cannot be recorded does not report success: 57P03, then service resumes', async () => {
+  // PostgreSQL refuses the insert (table renamed away) and the spool is too small for any entry: nowhere to record.
+  const broken = await startWireWorld({
+    sourceId: 'dursrc2',
+    env: { SERVICE_AUDIT__DURABILITY_MODE: 'strict', SERVICE_AUDIT__SPOOL__MAX_BYTES: '1', SERVICE_AUDIT__SPOOL__SEGMENT_BYTES: '1' },
+  });
+  const control = new pg.Client({ connectionString: broken.world.svc.database!.url });
+  await control.connect();
+  try {
+    const a = await broken.world.agent('wire-undurable', [{ source_id: broken.sourceId, role_key: 'reader' }]);
+    const c = await broken.client('wire-undurable', a.key);
+    try {
+      expect((await c.query('select 1 as one')).rows).toEqual([{ one: 1 }]);
+      await control.query('alter table audit_entries rename to audit_entries_away');
+      await expect(c.query('select 2 as two')).rejects.toMatchObject({ code: '57P03' });
+      await expect(c.query('select $1::int as three', [3])).rejects.toMatchObject({ code: '57P03' });
+      await control.query('alter table audit_entries_away rename to audit_entries');
+      // The writer finds PostgreSQL again after its backoff; the session itself was never broken.
+      const deadline = Date.now() + 10_000;
+      for (;;) {
+        try {
+          expect((await c.query('select $1::int as four', [4])).rows).toEqual([{ four: 4 }]);
+          break;
+        } catch (err) {
+          if ((err as { code?: string }).code !== '57P03' || Date.now() > deadline) throw err;
+          await new Promise((r) => setTimeout(r, 100));
+        }
+      }
+    } finally {
+      await c.end();
+    }
+  } finally {
+    await control.query('alter table if exists audit_entries_away rename to audit_entries').catch(() => undefined);
+    await control.end();
+    await broken.stop();
+  }
+}, 60_000);
