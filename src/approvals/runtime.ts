@@ -4,6 +4,8 @@ import type { Services } from '../runtime/services.js';
 import { notifierFor } from '../notify/index.js';
 import { ApprovalExecutor } from './execute.js';
 import { ApprovalService, claimTimeoutMsFor, sweepApprovals } from './service.js';
+import { sqlApprovalExecutor } from './sql-executor.js';
+import { postgresRuntimeFor } from '../connectors/postgres-runtime.js';
 
 const services2approvals = new WeakMap<Services, Promise<ApprovalService>>();
 
@@ -27,6 +29,9 @@ async function createApprovalService(services: Services): Promise<ApprovalServic
     claimTimeoutMs: claimTimeoutMsFor(services.config.gateway.timeouts.upstream_request_ms),
     executor,
   });
+  // Approved SQL runs on the process's shared upstream pools, so any process that decides approvals (admin or all) can execute them.
+  const { executor: postgres } = await postgresRuntimeFor(services);
+  service.registerSqlExecutor(sqlApprovalExecutor({ pipeline: governance.deps, auditor: services.auditor, executor: postgres, maxRows: services.config.gateway.limits.result_rows }));
   return service;
 }
 

@@ -37,6 +37,20 @@ export const validateInput: Stage = {
   },
 };
 
+/** Traps refused outright on every SQL front door, whatever the grants: they would change what later statements mean or who runs them. */
+const SESSION_ESCAPE_TRAPS: ReadonlySet<string> = new Set(['role_change', 'search_path_change']);
+
+/** Step 1b (SQL): statements that could escape governance for the rest of the session (issue 8 item 2). */
+export const refuseSessionEscapes: Stage = {
+  name: 'session_escape',
+  run(req) {
+    const trap = req.sql?.traps.find((t) => SESSION_ESCAPE_TRAPS.has(t));
+    if (trap === undefined) return;
+    req.audit.addReason(`${trap} refused`);
+    throw new GatehouseError('forbidden', trap === 'role_change' ? 'Changing the session role or authorization is not allowed through the gateway.' : 'Changing search_path is not allowed through the gateway.');
+  },
+};
+
 /** Step 2a: who is asking. Missing or invalid credentials are 401 before anything about the source is revealed. */
 export const authenticateIdentity: Stage = {
   name: 'authenticate',
@@ -165,6 +179,7 @@ export const queueRiskyWrites: Stage = {
 /** Spec §4 steps 1–5 in order; every front door runs exactly this list before anything executes. */
 export const decisionStages: readonly Stage[] = [
   validateInput,
+  refuseSessionEscapes,
   authenticateIdentity,
   resolveSource,
   checkSourceRole,

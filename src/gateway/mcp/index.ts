@@ -3,11 +3,9 @@ import type { FastifyInstance, FastifyRequest } from 'fastify';
 import type { Services } from '../../runtime/services.js';
 import type { GovernanceRuntime } from '../../runtime/governance.js';
 import { postgresRuntimeFor } from '../../connectors/postgres-runtime.js';
-import { approvalServiceFor } from '../../approvals/runtime.js';
 import { GatehouseError, isGatehouseError } from '../../errors/registry.js';
 import type { AgentIdentity } from '../../identity/index.js';
 import { auditDecision } from '../../pipeline/run.js';
-import { sqlApprovalExecutor } from '../pgwire/approval-executor.js';
 import type { McpDeps, ToolCaller } from './context.js';
 import { buildToolset } from './tools.js';
 import { handleStreamableRequest } from './streamable.js';
@@ -26,13 +24,6 @@ export async function registerMcpRoutes(app: FastifyInstance, services: Services
     log: services.log.child({ component: 'mcp' }),
     legacyPrefix: config.gateway.mcp.legacy_tool_prefix,
   };
-  // An SQL write queued through MCP is executed on approval by the SQL approval executor; the wire listener
-  // registers the same one, but a gateway without the wire listener (gateway.pg_enabled false) still needs it.
-  const approvals = await approvalServiceFor(services);
-  if (approvals.sqlExecutor === null) {
-    const { executor } = await postgresRuntimeFor(services);
-    approvals.registerSqlExecutor(sqlApprovalExecutor({ pipeline: governance.deps, auditor: services.auditor, executor, maxRows: config.gateway.limits.result_rows }));
-  }
   const toolset = buildToolset(config);
   const identities = new WeakMap<FastifyRequest, AgentIdentity>();
   const callerOf = (req: FastifyRequest): ToolCaller => {

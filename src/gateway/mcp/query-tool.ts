@@ -4,7 +4,7 @@ import { GatehouseError } from '../../errors/registry.js';
 import { UpstreamSqlError } from '../../connectors/postgres-exec.js';
 import { isWriteOperation, type GovernedRequest } from '../../pipeline/context.js';
 import { runStages } from '../../pipeline/run.js';
-import { WIRE_EXECUTE_STAGES } from '../pgwire/decide.js';
+import { decisionStages } from '../../pipeline/decide.js';
 import { SOURCE_ID_PATTERN, structuredResult, type ToolDefinition } from './context.js';
 import { queuedOutcome } from './queued.js';
 
@@ -53,7 +53,7 @@ export function queryTool(limits: { maxRows: number; responseBytes: number }): T
       };
       run.audit.set({ source_id: args.source_id, bytes_in: Buffer.byteLength(args.sql) });
       // The wire's stages (the shared decision stages plus its session-escape refusal): a statement gets the same answer through psql and MCP, and an approved one is re-decided by those same stages.
-      const outcome = await runStages(WIRE_EXECUTE_STAGES, req, run.deps.pipeline);
+      const outcome = await runStages(decisionStages, req, run.deps.pipeline);
       if (outcome?.kind === 'queued') return queuedOutcome(outcome.approval, run.caller.requestId);
       const source = req.source!;
       if (source.source_type !== 'postgres') throw new GatehouseError('invalid_request', 'The query tool runs SQL on PostgreSQL sources only.');

@@ -1,4 +1,4 @@
-// Governance of one wire statement: the shared decision stages (plus the wire's own session-escape refusal), the audit entry it owns, and the ErrorResponse a refusal becomes.
+// Governance of one wire statement: the shared decision stages, the audit entry it owns, and the ErrorResponse a refusal becomes.
 import { randomUUID } from 'node:crypto';
 import { LRUCache } from 'lru-cache';
 import { GatehouseError, isGatehouseError } from '../../errors/registry.js';
@@ -18,25 +18,10 @@ import type { ErrorFields } from './protocol.js';
  */
 export const APPROVAL_REQUIRED_SQLSTATE = 'WA001';
 
-/** Traps the wire refuses outright, whatever the grants: they would change what later statements mean or who runs them. */
-const SESSION_ESCAPE_TRAPS = new Set(['role_change', 'search_path_change']);
-
-const refuseSessionEscapes: Stage = {
-  name: 'wire_session_escape',
-  run(req) {
-    const trap = req.sql?.traps.find((t) => SESSION_ESCAPE_TRAPS.has(t));
-    if (trap === undefined) return;
-    req.audit.addReason(`pgwire: ${trap} refused`);
-    throw new GatehouseError('forbidden', trap === 'role_change' ? 'Changing the session role or authorization is not allowed through the gateway.' : 'Changing search_path is not allowed through the gateway.');
-  },
-};
-
-const withWireRules = (stages: readonly Stage[]): Stage[] => stages.flatMap((s) => (s.name === 'validate_input' ? [s, refuseSessionEscapes] : [s]));
-
 /** Every decision stage, for an execution. */
-export const WIRE_EXECUTE_STAGES = withWireRules(decisionStages);
+export const WIRE_EXECUTE_STAGES: readonly Stage[] = decisionStages;
 /** The stages up to policy, for a Parse: parameters are not known yet, so rate limits and approvals wait for Execute. */
-export const WIRE_PARSE_STAGES = withWireRules(decisionStages.filter((s) => s.name !== 'rate_limit' && s.name !== 'approval'));
+export const WIRE_PARSE_STAGES: readonly Stage[] = decisionStages.filter((s) => s.name !== 'rate_limit' && s.name !== 'approval');
 
 /** A refusal's audit entry is ended by the decision; `recorded` settles when it is durable (true) or could not be recorded (false). */
 export type StatementDecision =

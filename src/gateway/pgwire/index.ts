@@ -2,8 +2,6 @@
 import type { Services } from '../../runtime/services.js';
 import { buildGovernanceRuntime } from '../../runtime/governance.js';
 import { postgresRuntimeFor } from '../../connectors/postgres-runtime.js';
-import { approvalServiceFor } from '../../approvals/runtime.js';
-import { sqlApprovalExecutor } from './approval-executor.js';
 import { createWireListener, type WireListener } from './listener.js';
 
 export { createWireListener, type WireListener, type WireListenerDeps } from './listener.js';
@@ -13,9 +11,6 @@ export { APPROVAL_REQUIRED_SQLSTATE } from './decide.js';
 export async function buildWireListener(services: Services): Promise<WireListener> {
   const governance = await buildGovernanceRuntime(services);
   const { config } = services;
-  const { pools, executor } = await postgresRuntimeFor(services);
-  // Approved statements run here, in the process that owns the upstream pools (role all/gateway).
-  const approvals = await approvalServiceFor(services);
-  approvals.registerSqlExecutor(sqlApprovalExecutor({ pipeline: governance.deps, auditor: services.auditor, executor, maxRows: config.gateway.limits.result_rows }));
+  const { pools } = await postgresRuntimeFor(services);
   return createWireListener({ config, log: services.log.child({ listener: 'pgwire' }), db: services.db, auditor: services.auditor, pipeline: governance.deps, pools });
 }

@@ -1,11 +1,11 @@
 // The SQL approval executor (src/approvals' SqlApprovalExecutor): an approved statement runs the decision stages again, pre-approved, then once on the source through the buffered executor, redacted, with one audit entry.
-import { GatehouseError, isGatehouseError } from '../../errors/registry.js';
-import { auditDecision, runStages } from '../../pipeline/run.js';
-import type { GovernedRequest, PipelineDeps } from '../../pipeline/context.js';
-import type { Auditor } from '../../audit/context.js';
-import type { PostgresExecutor } from '../../connectors/postgres-exec.js';
-import type { SqlApprovalExecutor, SqlApprovalRequest, SqlApprovalResult } from '../../approvals/execute.js';
-import { WIRE_EXECUTE_STAGES } from './decide.js';
+import { GatehouseError, isGatehouseError } from '../errors/registry.js';
+import { auditDecision, runStages } from '../pipeline/run.js';
+import type { GovernedRequest, PipelineDeps } from '../pipeline/context.js';
+import type { Auditor } from '../audit/context.js';
+import type { PostgresExecutor } from '../connectors/postgres-exec.js';
+import type { SqlApprovalExecutor, SqlApprovalRequest, SqlApprovalResult } from './execute.js';
+import { decisionStages } from '../pipeline/decide.js';
 
 export function sqlApprovalExecutor(deps: { pipeline: PipelineDeps; auditor: Auditor; executor: PostgresExecutor; maxRows: number }): SqlApprovalExecutor {
   return {
@@ -22,7 +22,7 @@ export function sqlApprovalExecutor(deps: { pipeline: PipelineDeps; auditor: Aud
         preApproved: { approvalId: r.approvalId },
       };
       try {
-        const outcome = await runStages(WIRE_EXECUTE_STAGES, req, deps.pipeline);
+        const outcome = await runStages(decisionStages, req, deps.pipeline);
         if (outcome) throw new GatehouseError('not_actionable', 'The approved statement was queued again.');
         const o = req.policyDecision!.obligations;
         audit.admit();
