@@ -1,6 +1,6 @@
 // The fastify instance factory shared by the gateway and admin listeners: request ids, body and header bounds, logger, no framework banners.
 import { randomUUID } from 'node:crypto';
-import Fastify, { type FastifyBaseLogger, type FastifyInstance, type FastifyServerOptions } from 'fastify';
+import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance, type FastifyServerOptions } from 'fastify';
 import type { Logger } from '../observability/logger.js';
 
 export interface HttpServerOptions {
@@ -19,7 +19,7 @@ export interface HttpServerOptions {
 export function createHttpServer(opts: HttpServerOptions): FastifyInstance {
   const app = Fastify({
     loggerInstance: opts.log as FastifyBaseLogger,
-    disableRequestLogging: opts.requestLogging === false,
+    ...(opts.requestLogging === false ? { logController: new LogController({ disableRequestLogging: true }) } : {}),
     bodyLimit: opts.bodyLimit,
     trustProxy: opts.trustProxy,
     // Request ids are ours: a client-chosen id would let one request impersonate another in the audit log.
