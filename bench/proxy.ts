@@ -9,6 +9,7 @@ import { randomBytes } from 'node:crypto';
 import autocannon from 'autocannon';
 import { createTestDatabase } from '../test/support/pg.js';
 import { ownerToken } from '../test/support/world.js';
+import { REVOCATION_MARKER_MS } from '../src/identity/key-sessions.js';
 
 const DURATION_S = Number(process.env.BENCH_DURATION_S ?? 10);
 const WARMUP_S = 2;
@@ -193,6 +194,9 @@ async function startGatehouse(upstreamPort: number): Promise<{ child: ChildProce
   const second = await fetch(`${gatewayUrl}/proxy/bench/hit/item`, { headers: { authorization: `Bearer ${key}` } });
   await second.arrayBuffer();
   if (second.headers.get('x-gatehouse-cache') !== 'hit') throw new Error(`cache hit path not cached: ${second.headers.get('x-gatehouse-cache')}`);
+  // Measure the steady state: the grant just made left a key-session revocation marker, during which every
+  // request of the identity reads the control store (src/identity/key-sessions.ts).
+  await new Promise((r) => setTimeout(r, REVOCATION_MARKER_MS + 500));
   return { child, gatewayUrl, key, dir, dropDb: () => database.drop() };
 }
 
