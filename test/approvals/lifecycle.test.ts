@@ -1,7 +1,7 @@
 // Approvals end to end (issue 7): write → 202 → approve → executed exactly once upstream with the Idempotency-Key → the agent reads the result; reject, expiry, concurrent approvals, revoked grants, crash recovery, admin shapes, and Slack on the side.
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import pg from 'pg';
-import { startWorld, answer, type World } from '../support/world.js';
+import { adminToken, startWorld, answer, type World } from '../support/world.js';
 import { startRecordingUpstream, sendJson, type RecordingUpstream } from '../gateway/proxy/support.js';
 import { startFakeSlack, type FakeSlack } from '../notify/fake-slack.js';
 import { approvalServiceFor } from '../../src/approvals/runtime.js';
@@ -289,6 +289,27 @@ describe('admin API shapes', () => {
     expect(noCsrf.status).toBe(403);
     expect((await answer(await fetch(`${world.svc.adminUrl}/api/approvals/${id}/approve`, { method: 'POST' }))).status).toBe(401);
     expect((await world.admin('GET', `/api/approvals/${id}`)).json.status).toBe('pending');
+  });
+
+  it('a viewer may read approvals but not decide them; an approver may decide', async () => {
+    const id = await queue();
+    const tokens: Record<string, string> = {};
+    for (const role of ['viewer', 'approver'] as const) {
+      const username = `${role}-approvals`;
+      const password = `${role}-approvals-password-long`;
+      const created = await world.admin('POST', '/api/admins', { username, password, roles: [role], must_change_password: false });
+      expect(created.status, created.text).toBe(201);
+      tokens[role] = await adminToken(world.svc.adminUrl, username, password);
+    }
+    const as = (role: string, method: string, path: string) => fetch(`${world.svc.adminUrl}${path}`, { method, headers: { authorization: `Bearer ${tokens[role]}` } }).then(answer);
+    expect((await as('viewer', 'GET', `/api/approvals/${id}`)).status).toBe(200);
+    const refused = await as('viewer', 'POST', `/api/approvals/${id}/approve`);
+    expect(refused.status).toBe(403);
+    expect((await as('viewer', 'POST', `/api/approvals/${id}/reject`)).status).toBe(403);
+    expect((await world.admin('GET', `/api/approvals/${id}`)).json.status).toBe('pending');
+    const rejected = await as('approver', 'POST', `/api/approvals/${id}/reject`);
+    expect(rejected.status, rejected.text).toBe(200);
+    expect(rejected.json).toMatchObject({ id, status: 'rejected' });
   });
 });
 
