@@ -187,6 +187,8 @@ class WireConnection {
     const packet = parseStartup(f);
     if (packet.kind === 'ssl') {
       if (!this.ctx.secureContext || this.#socket instanceof tls.TLSSocket) return void this.#socket.write('N');
+      // Bytes behind the SSLRequest arrived before the handshake, in plaintext: possibly injected by a man in the middle.
+      if (this.#reader.buffered > 0) return this.#fatal({ sqlstate: '08P01', message: 'received unencrypted data after SSL request' });
       this.#socket.removeAllListeners('data');
       this.#socket.removeAllListeners('close');
       this.#socket.write('S');

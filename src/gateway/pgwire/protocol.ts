@@ -82,6 +82,11 @@ export class FrameReader {
     this.#buffered += chunk.length;
   }
 
+  /** Bytes received but not yet returned as frames. */
+  get buffered(): number {
+    return this.#buffered;
+  }
+
   #peek(n: number): Buffer {
     if (this.#chunks[0]!.length < n) this.#chunks = [Buffer.concat(this.#chunks)];
     return this.#chunks[0]!;
