@@ -79,7 +79,8 @@ interface Portal {
 }
 
 type Pending =
-  | { kind: 'query'; runs: StatementRun[]; index: number; localError: Buffer | null }
+  /** `cut`: the gateway answered one of the query's statements with an error, so the client expects nothing more of it but ReadyForQuery. */
+  | { kind: 'query'; runs: StatementRun[]; index: number; localError: Buffer | null; cut?: boolean }
   | { kind: 'simple1'; expect: number }
   | { kind: 'describeS'; stage: 0 | 1 }
   | { kind: 'describeP'; portal: Portal | null; internal: boolean }
@@ -490,6 +491,7 @@ export class WireRelay {
       }
       for (const r of h.runs.slice(h.index + 1)) this.#end(r, { status: 409, decision: 'allow', error_code: 'not_executed' });
       h.index = h.runs.length;
+      if (h.cut) return;
     } else {
       // Extended protocol: the upstream skips to Sync; everything before the Sync is answered by this error.
       while (this.#pending.length > 0 && this.#head()!.kind !== 'sync') {
@@ -517,7 +519,8 @@ export class WireRelay {
     if (h?.kind === 'query') {
       const run = h.runs[h.index];
       if (run) run.plan = this.#planFor(run, body);
-      return this.#send(raw);
+      if (!h.cut) this.#send(raw);
+      return;
     }
     if (h?.kind === 'describeS') {
       this.#pending.shift();
@@ -534,6 +537,7 @@ export class WireRelay {
   }
 
   #onDataRow(raw: Buffer, body: Buffer): void {
+    if (this.#cutQuery()) return;
     const run = this.#currentRun();
     if (!run || !run.req.audit) return this.#send(raw);
     if (run.portal && run.plan === null) {
@@ -564,6 +568,12 @@ export class WireRelay {
     this.#send(out);
   }
 
+  /** True while the rest of a query's output is withheld because the gateway already answered it with an error. */
+  #cutQuery(): boolean {
+    const h = this.#head();
+    return h?.kind === 'query' && h.cut === true;
+  }
+
   #onComplete(type: number, raw: Buffer): void {
     const h = this.#head();
     let run: StatementRun | null = null;
@@ -578,10 +588,16 @@ export class WireRelay {
       this.#pending.shift();
       run = h.run;
     }
+    // A gateway error ends the client's view of a simple query, as an error would in PostgreSQL: later statements of the
+    // same string still ran upstream (their entries say so), but their output is withheld to keep the protocol in step.
+    const cut = h?.kind === 'query' && h.cut === true;
+    if (cut && run?.req.audit && !run.ended) run.req.audit.addReason('pgwire: output withheld, an earlier statement of the same query ended with a gateway error');
     if (run && run.req.audit && !run.ended) {
+      if ((run.plan?.refuseBinary || run.limitHit) && h?.kind === 'query') h.cut = true;
       if (run.plan?.refuseBinary) {
         run.req.audit.addReason(`redaction: column ${run.plan.refuseBinary} requested in binary format`);
         this.#end(run, { status: 400, decision: 'deny', error_code: 'binary_redacted_column' });
+        if (cut) return;
         return this.#send(
           errorResponse({
             sqlstate: '0A000',
@@ -593,11 +609,12 @@ export class WireRelay {
       if (run.limitHit) {
         run.req.audit.addReason(`result rows above gateway.limits.result_rows (${this.deps.maxRows})`);
         this.#end(run, { status: 413, decision: 'allow', error_code: 'payload_too_large' });
+        if (cut) return;
         return this.#send(errorResponse({ sqlstate: '54000', message: `the result exceeds the gateway's row limit (${this.deps.maxRows} rows)` }));
       }
       this.#end(run, { status: 200, decision: 'allow', error_code: null });
     }
-    this.#send(raw);
+    if (!cut) this.#send(raw);
   }
 }
 
