@@ -251,6 +251,31 @@ describe('TLS offered, plain allowed; framing caps; row bound', () => {
       }
     });
 
+    test('a multi-statement query cut by the bound answers 54000 and nothing more of it; the session goes on', async () => {
+      const c = await ww.client('tls-reader', reader.key);
+      const errors: Error[] = [];
+      c.on('error', (e) => errors.push(e));
+      try {
+        const r = await rowsThenEnd(c, "select generate_series(1, 100) as n; select 'later' as later_marker");
+        expect(r.error?.code).toBe('54000');
+        expect(r.rows).toEqual([1, 2, 3, 4, 5].map((n) => ({ n })));
+        expect((await c.query('select 1 as one')).rows).toEqual([{ one: 1 }]);
+        expect(errors).toEqual([]);
+      } finally {
+        await c.end();
+      }
+      const p = await psql(ww, 'tls-reader', reader.key, 'disable', ['-c', "select 1 as a; select generate_series(1, 100) as n; select 'later' as later_marker"]);
+      expect(p.stderr).toContain('row limit (5 rows)');
+      expect(p.stdout).not.toContain('later');
+      // The later statement ran upstream: its entry says it was executed and that its output was withheld.
+      const later = (await wireAudit(ww)).filter((e) => e.identity_id === reader.id && String(e.sql_normalized ?? '').includes('later_marker'));
+      expect(later.length).toBe(2);
+      for (const e of later) {
+        expect(e).toMatchObject({ decision: 'allow', status: 200 });
+        expect(e.reasons).toEqual(expect.arrayContaining([expect.stringContaining('output withheld')]));
+      }
+    });
+
     test('the audit entry of a cut statement says so', async () => {
       const marker = `rowcap_${Date.now()}`;
       const c = await ww.client('tls-reader', reader.key);
