@@ -65,14 +65,16 @@ export function createWireListener(deps: WireListenerDeps): WireListener {
   const secureContext = pgTls.cert_file && pgTls.key_file ? tls.createSecureContext({ cert: readFileSync(pgTls.cert_file), key: readFileSync(pgTls.key_file) }) : null;
   const decoySecret = randomBytes(32);
   const cancels = new Map<number, CancelEntry>();
-  const sockets = new Set<net.Socket>();
+  /** Connections by their TCP socket (a connection that upgraded to TLS speaks through its TLS socket). */
+  const connections = new Map<net.Socket, WireConnection>();
   const refresher = new IdentityRefresher(deps.db);
   const log = deps.log;
 
   const server = net.createServer({ noDelay: true }, (socket) => {
-    sockets.add(socket);
-    socket.on('close', () => sockets.delete(socket));
-    new WireConnection(socket, { deps, secureContext, decoySecret, cancels, refresher, log }).start();
+    const connection = new WireConnection(socket, { deps, secureContext, decoySecret, cancels, refresher, log });
+    connections.set(socket, connection);
+    socket.on('close', () => connections.delete(socket));
+    connection.start();
   });
   server.maxConnections = config.gateway.limits.max_connections;
   return {
@@ -80,9 +82,9 @@ export function createWireListener(deps: WireListenerDeps): WireListener {
     async close() {
       await new Promise<void>((resolve) => {
         server.close(() => resolve());
-        for (const s of sockets) s.end(errorResponse({ severity: 'FATAL', sqlstate: '57P01', message: 'terminating connection: the gateway is shutting down' }));
+        for (const c of connections.values()) c.shutdown();
         setTimeout(() => {
-          for (const s of sockets) s.destroy();
+          for (const s of connections.keys()) s.destroy();
         }, 2_000).unref();
       });
       await deps.pools.close();
@@ -169,6 +171,12 @@ class WireConnection {
     } finally {
       this.#pumping = false;
     }
+  }
+
+  /** Ends the connection with 57P01, written through TLS when the connection upgraded. */
+  shutdown(): void {
+    if (this.#state === 'closed') return void this.#socket.end();
+    this.#fatal({ sqlstate: '57P01', message: 'terminating connection: the gateway is shutting down' });
   }
 
   #protocolError(err: unknown): void {
