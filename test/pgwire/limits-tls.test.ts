@@ -305,7 +305,10 @@ describe('require_client_tls', () => {
     });
     reader = await ww.world.agent('tlsreq-reader', [{ source_id: ww.sourceId, role_key: 'reader' }]);
   }, 60_000);
-  afterAll(async () => ww?.stop());
+  let stopped = false;
+  afterAll(async () => {
+    if (!stopped) await ww?.stop();
+  });
 
   test('a plain login is refused with 28000 and a clear message (psql and node-postgres)', async () => {
     const r = await psql(ww, 'tlsreq-reader', reader.key, 'disable', ['-c', 'select 1']);
@@ -334,5 +337,17 @@ describe('require_client_tls', () => {
     } finally {
       await c.end();
     }
+  });
+
+  test('at shutdown a TLS session is told 57P01 through TLS (runs last: it stops the gateway)', async () => {
+    const c = await ww.client('tlsreq-reader', reader.key, { ssl: { rejectUnauthorized: false } });
+    // An idle session: the FATAL arrives unsolicited and node-postgres reports it as the client's error.
+    const told = new Promise<{ code?: string; message: string }>((resolve) => c.once('error', resolve));
+    stopped = true;
+    const stopping = ww.stop();
+    const err = await told;
+    expect(err.code).toBe('57P01');
+    expect(err.message).toContain('shutting down');
+    await stopping;
   });
 });
