@@ -1,4 +1,5 @@
 // SSRF-safe undici dispatchers: every connection resolves its host once, checks every answer against the egress policy, and connects to the checked address itself (spec §4 rule 5; docs/egress.md).
+import { LRUCache } from 'lru-cache';
 import { lookup as dnsLookup } from 'node:dns/promises';
 import { isIP } from 'node:net';
 import { Agent, buildConnector } from 'undici';
@@ -41,6 +42,9 @@ export interface EgressDispatcherOptions {
   connectionsPerOrigin?: number;
 }
 
+/** How long an allowed early check is reused (connections always check again). */
+const PRECHECK_MEMO_MS = 5_000;
+
 /** A resolver answering more than this many addresses is treated as hostile. */
 const MAX_DNS_ANSWERS = 64;
 
@@ -52,6 +56,13 @@ export interface EgressDispatcher {
   forSource(sourceId: string): Dispatcher;
   /** Resolves and checks a host for a source exactly as a connection would, without connecting. */
   checkTarget(sourceId: string, hostname: string): Promise<{ address: string; decision: EgressDecision }>;
+  /**
+   * The early, per-request check of the pipeline (spec §4 step 6): checkTarget, with an allowed answer reused for
+   * a few seconds so a named upstream costs no DNS lookup per request. It never decides what a connection
+   * connects to: every new connection resolves and checks again (checkTarget), so a memoized answer cannot be
+   * used for rebinding. Refusals are not memoized.
+   */
+  precheck(sourceId: string, hostname: string): Promise<void>;
   /** Drops a source's pool (source deleted or reconfigured). */
   evict(sourceId: string): Promise<void>;
   close(): Promise<void>;
@@ -154,10 +165,20 @@ export function createEgressDispatcher(options: EgressDispatcherOptions): Egress
     return agent;
   }
 
+  const allowed = new LRUCache<string, true>({ max: 10_000, ttl: PRECHECK_MEMO_MS });
+  async function precheck(sourceId: string, hostname: string): Promise<void> {
+    const key = `${sourceId}\u0000${hostname}`;
+    if (allowed.get(key)) return;
+    await checkTarget(sourceId, hostname);
+    allowed.set(key, true);
+  }
+
   return {
     forSource: agentFor,
     checkTarget,
+    precheck,
     async evict(sourceId) {
+      for (const key of allowed.keys()) if (key.startsWith(`${sourceId}\u0000`)) allowed.delete(key);
       const agent = agents.get(sourceId);
       agents.delete(sourceId);
       await agent?.close();

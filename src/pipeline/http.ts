@@ -86,7 +86,7 @@ export const checkEgress: HttpStage = {
     const circuit = deps.circuits.for(req.sourceId);
     if (circuit.state === 'open' || circuit.state === 'isolated') throw new GatehouseError('unavailable', 'The source is temporarily unavailable (circuit open).');
     // The connection re-checks the address it connects to; this early check makes a forbidden target a 403 before the cache or a write barrier is touched.
-    await deps.egress.checkTarget(req.sourceId, req.httpTarget!.url.hostname);
+    await deps.egress.precheck(req.sourceId, req.httpTarget!.url.hostname);
   },
 };
 

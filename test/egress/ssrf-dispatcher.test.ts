@@ -177,6 +177,30 @@ describe('DNS answers', () => {
     }
   });
 
+  it('precheck reuses an allowed answer (no DNS lookup per request) but never a refusal, and connections still resolve and check again', async () => {
+    const { lookup, calls } = scriptedLookup({
+      'pre.test': [[{ address: '127.0.0.1', family: 4 }], [{ address: '127.0.0.1', family: 4 }], [{ address: '169.254.169.254', family: 4 }]],
+      'bad.test': [[{ address: '10.0.0.1', family: 4 }]],
+    });
+    const d = dispatcherWith(lookup);
+    try {
+      await d.precheck(PRIVATE_OK, 'pre.test');
+      await d.precheck(PRIVATE_OK, 'pre.test');
+      expect(calls).toEqual(['pre.test']);
+      // A connection resolves on its own: the memoized precheck does not decide what it connects to.
+      expect((await get(d, PRIVATE_OK, `http://pre.test:${v4.port}/pre`)).status).toBe(200);
+      expect(calls).toEqual(['pre.test', 'pre.test']);
+      await d.evict(PRIVATE_OK);
+      await expect(get(d, PRIVATE_OK, `http://pre.test:${v4.port}/pre`)).rejects.toMatchObject({ code: 'egress_denied' });
+
+      await expect(d.precheck(PUBLIC_ONLY, 'bad.test')).rejects.toMatchObject({ code: 'egress_denied' });
+      await expect(d.precheck(PUBLIC_ONLY, 'bad.test')).rejects.toMatchObject({ code: 'egress_denied' });
+      expect(calls.filter((c) => c === 'bad.test')).toHaveLength(2);
+    } finally {
+      await d.close();
+    }
+  });
+
   it('reports unknown names as a safe upstream failure, not as a denial', async () => {
     const { lookup } = scriptedLookup({});
     const d = dispatcherWith(lookup);
