@@ -3,12 +3,9 @@ import { GatehouseError } from '../errors/registry.js';
 import { sourceRoleDecision, type SourceRoleRequest } from '../governance/source-roles.js';
 import { evaluate, type Operation } from '../governance/policy/index.js';
 import { approvalVerdict, assessRisk } from '../governance/risk.js';
-import { resolveProxyTarget } from '../gateway/proxy/path.js';
+import { checkProxyPath, placeUnderBase } from '../gateway/proxy/path.js';
 import type { GovernedRequest, PipelineDeps, Stage } from './context.js';
 import { isWriteOperation } from './context.js';
-
-/** Any syntactically valid base works for the first, source-independent path check of step 1. */
-const PLACEHOLDER_BASE = 'https://source.invalid/';
 
 const HTTP_METHODS = new Set(['GET', 'POST', 'PUT', 'PATCH', 'DELETE']);
 
@@ -19,8 +16,9 @@ export const validateInput: Stage = {
     const a = req.action;
     if (a.kind === 'http') {
       if (!HTTP_METHODS.has(a.method)) throw new GatehouseError('invalid_request', `Method ${a.method} is not offered by the proxy.`);
-      const checked = resolveProxyTarget({ rawUrl: a.rawTarget, sourceId: req.sourceId, baseUrl: PLACEHOLDER_BASE });
+      const checked = checkProxyPath({ rawUrl: a.rawTarget, sourceId: req.sourceId });
       if (!checked.ok) throw new GatehouseError('invalid_path', `The request path is not allowed (${checked.reason}).`);
+      req.httpPath = checked;
       req.operation = a.method === 'GET' ? 'read' : 'write';
       return;
     }
@@ -74,7 +72,8 @@ export const resolveSource: Stage = {
     if (req.action.kind === 'http') {
       const baseUrl = source.connection_config.base_url;
       if (typeof baseUrl !== 'string') throw new GatehouseError('invalid_request', 'The source has no valid base URL configured.');
-      const target = resolveProxyTarget({ rawUrl: req.action.rawTarget, sourceId: req.sourceId, baseUrl });
+      // Step 1 already checked the path; only the source's containment boundary is left to apply.
+      const target = placeUnderBase(req.httpPath!, baseUrl);
       if (!target.ok) throw new GatehouseError('invalid_path', `The request path is not allowed (${target.reason}).`);
       req.httpTarget = { url: target.url, path: target.path, query: target.query };
     }

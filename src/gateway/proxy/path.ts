@@ -71,7 +71,7 @@ export type ResolveProxyTargetResult =
     }
   | { ok: false; code: 'invalid_path'; reason: PathRejectReason };
 
-const reject = (reason: PathRejectReason): ResolveProxyTargetResult => ({ ok: false, code: 'invalid_path', reason });
+const reject = (reason: PathRejectReason): { ok: false; code: 'invalid_path'; reason: PathRejectReason } => ({ ok: false, code: 'invalid_path', reason });
 
 // RFC 3986 pchar minus `%` (checked separately) and `;` (matrix params refused on purpose), plus `/`.
 const PATH_CHAR = /^[A-Za-z0-9\-._~!$&'()*+,=:@/%]$/;
@@ -79,14 +79,25 @@ const HEX = /^[0-9A-Fa-f]{2}$/;
 const SCHEME_LIKE = /^[A-Za-z][A-Za-z0-9+.-]*:/;
 const utf8 = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true });
 
-/** Resolves a raw proxy request target against a source's base URL. Pure; never throws. */
-export function resolveProxyTarget(input: ResolveProxyTargetInput): ResolveProxyTargetResult {
+/** A request target that passed the source-independent checks (spec §4 step 1), ready to be placed under a base URL. */
+export interface CheckedProxyPath {
+  /** RFC 3986-normalized remainder for the upstream URL ('' when the target names the base itself). */
+  readonly canonical: string;
+  /** The remainder, fully percent-decoded, for role/policy matching; always starts with `/`. */
+  readonly path: string;
+  /** The raw query string without `?` ('' when absent), preserved as received. */
+  readonly query: string;
+}
+
+export type CheckProxyPathResult = ({ ok: true } & CheckedProxyPath) | { ok: false; code: 'invalid_path'; reason: PathRejectReason };
+
+/**
+ * Step 1 of the proxy: every check that does not depend on the source (encoding, dot segments, traversal,
+ * injection, bounds). Pure; never throws. `placeUnderBase` then applies the source's containment boundary.
+ */
+export function checkProxyPath(input: { rawUrl: string; sourceId: string; prefix?: string }): CheckProxyPathResult {
   const { rawUrl, sourceId } = input;
   const prefix = input.prefix ?? PROXY_PREFIX;
-
-  const base = parseBaseUrl(input.baseUrl);
-  if (base === null) return reject('base_url_invalid');
-
   if (!rawUrl.startsWith('/') || rawUrl.startsWith('//')) return reject('not_origin_form');
 
   const q = rawUrl.indexOf('?');
@@ -105,24 +116,37 @@ export function resolveProxyTarget(input: ResolveProxyTargetInput): ResolveProxy
 
   const queryProblem = checkQuery(query);
   if (queryProblem !== null) return reject(queryProblem);
+  return { ok: true, canonical: remainder === '' ? '' : checked.canonical, path: checked.decoded, query };
+}
 
+/** The source's base URL is the containment boundary (spec §4 rule 3): the upstream URL of a checked path beneath it. */
+export function placeUnderBase(checked: CheckedProxyPath, baseUrl: string): ResolveProxyTargetResult {
+  const base = parsedBase(baseUrl);
+  if (base === null) return reject('base_url_invalid');
   // Empty remainder means the base URL itself, exactly as configured (with or without its trailing slash).
-  const upstreamPath = remainder === '' ? base.pathname : base.pathTrimmed + checked.canonical;
+  const upstreamPath = checked.canonical === '' ? base.pathname : base.pathTrimmed + checked.canonical;
   let url: URL;
   try {
     url = new URL(upstreamPath, base.url.origin);
   } catch {
     return reject('containment');
   }
-  if (query !== '') url.search = query;
+  if (checked.query !== '') url.search = checked.query;
 
   // Defence in depth: whatever the checks above missed, the result must stay beneath the base.
   if (url.origin !== base.url.origin || url.username !== '' || url.password !== '' || url.hash !== '') return reject('containment');
   if (url.pathname !== base.pathname && url.pathname !== base.pathTrimmed + '/' && !url.pathname.startsWith(base.pathTrimmed + '/')) {
     return reject('containment');
   }
+  return { ok: true, url, path: checked.path, query: checked.query };
+}
 
-  return { ok: true, url, path: checked.decoded, query };
+/** Resolves a raw proxy request target against a source's base URL: checkProxyPath, then placeUnderBase. Pure; never throws. */
+export function resolveProxyTarget(input: ResolveProxyTargetInput): ResolveProxyTargetResult {
+  if (parsedBase(input.baseUrl) === null) return reject('base_url_invalid');
+  const checked = checkProxyPath(input);
+  if (!checked.ok) return checked;
+  return placeUnderBase(checked, input.baseUrl);
 }
 
 interface ParsedBase {
@@ -131,6 +155,20 @@ interface ParsedBase {
   pathname: string;
   /** The base pathname without its trailing slash (`/base`; '' for a root base). */
   pathTrimmed: string;
+}
+
+/** Sources are few and their base URLs change rarely: parse each once, not per request (bounded all the same). */
+const parsedBases = new Map<string, ParsedBase | null>();
+const MAX_PARSED_BASES = 10_000;
+
+function parsedBase(raw: string): ParsedBase | null {
+  let base = parsedBases.get(raw);
+  if (base === undefined) {
+    if (parsedBases.size >= MAX_PARSED_BASES) parsedBases.clear();
+    base = parseBaseUrl(raw);
+    parsedBases.set(raw, base);
+  }
+  return base;
 }
 
 function parseBaseUrl(raw: string): ParsedBase | null {
