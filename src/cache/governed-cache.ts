@@ -242,19 +242,14 @@ export class GovernedCache {
    */
   async beforeWrite(sourceId: string): Promise<void> {
     if (!this.#config.enabled) return;
-    this.#dropSource(sourceId, Infinity);
-    try {
-      await this.#generations.advance(sourceId);
-      this.#stats.invalidations += 1;
-    } catch (err) {
-      this.#stats.barrier_failures += 1;
-      if (this.#config.strict_write_barriers) {
-        this.#log.warn({ source_id: sourceId, err: errCode(err) }, 'write refused: the cache write barrier is unavailable');
-        throw new GatehouseError('unavailable', 'The cache write barrier is unavailable; the write was not executed.', { cause: err });
-      }
-      this.#generations.markPending(sourceId);
-      this.#log.warn({ source_id: sourceId, err: errCode(err) }, 'cache write barrier unavailable; write continues (strict_write_barriers is off)');
+    const failure = await this.#advance(sourceId);
+    if (failure === null) return;
+    if (this.#config.strict_write_barriers) {
+      this.#log.warn({ source_id: sourceId, err: errCode(failure.err) }, 'write refused: the cache write barrier is unavailable');
+      throw new GatehouseError('unavailable', 'The cache write barrier is unavailable; the write was not executed.', { cause: failure.err });
     }
+    this.#generations.markPending(sourceId);
+    this.#log.warn({ source_id: sourceId, err: errCode(failure.err) }, 'cache write barrier unavailable; write continues (strict_write_barriers is off)');
   }
 
   /**
@@ -264,15 +259,10 @@ export class GovernedCache {
    */
   async afterWrite(sourceId: string): Promise<void> {
     if (!this.#config.enabled) return;
-    this.#dropSource(sourceId, Infinity);
-    try {
-      await this.#generations.advance(sourceId);
-      this.#stats.invalidations += 1;
-    } catch (err) {
-      this.#stats.barrier_failures += 1;
-      this.#generations.markPending(sourceId);
-      this.#log.warn({ source_id: sourceId, err: errCode(err) }, 'cache invalidation after a write failed; retried until the store is back');
-    }
+    const failure = await this.#advance(sourceId);
+    if (failure === null) return;
+    this.#generations.markPending(sourceId);
+    this.#log.warn({ source_id: sourceId, err: errCode(failure.err) }, 'cache invalidation after a write failed; retried until the store is back');
   }
 
   stats(): CacheStats {
@@ -283,6 +273,19 @@ export class GovernedCache {
   close(): void {
     this.#offBus();
     this.#l1?.clear();
+  }
+
+  /** The barrier both sides of a write share: frees the source's L1 entries and advances its generation; null when that worked. */
+  async #advance(sourceId: string): Promise<{ err: unknown } | null> {
+    this.#dropSource(sourceId, Infinity);
+    try {
+      await this.#generations.advance(sourceId);
+      this.#stats.invalidations += 1;
+      return null;
+    } catch (err) {
+      this.#stats.barrier_failures += 1;
+      return { err };
+    }
   }
 
   #miss(reason: MissReason, key: CacheKey | null): CacheLookup {
