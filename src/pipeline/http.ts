@@ -248,11 +248,11 @@ export const invalidateAfterWrite: HttpStage = {
 /** Spec §4 steps 6–10, run after the shared decision stages. */
 export const httpExecutionStages: readonly HttpStage[] = [checkEgress, lookupCache, raiseWriteBarrier, executeUpstream, redactResponse, storeInCache, invalidateAfterWrite];
 
-/** The full HTTP proxy pipeline: decision stages, then execution; the caller renders the outcome and ends the audit entry. */
+/** The whole HTTP proxy pipeline in order (spec §4 steps 1–10): the shared decision stages, then execution. */
+export const httpPipelineStages: readonly HttpStage[] = [...decisionStages, ...httpExecutionStages];
+
+/** Runs the HTTP pipeline; the caller renders the outcome and ends the audit entry (step 11). */
 export async function runHttpPipeline(req: HttpExecution, deps: HttpPipelineDeps): Promise<HttpOutcome> {
-  const decided = await runStages<HttpExecution, HttpPipelineDeps>(decisionStages, req, deps);
-  if (decided) return decided;
-  const executed = await runStages(httpExecutionStages, req, deps);
-  if (executed) return executed;
-  return { kind: 'respond', response: req.response! };
+  const outcome = await runStages(httpPipelineStages, req, deps);
+  return outcome ?? { kind: 'respond', response: req.response! };
 }
