@@ -1,5 +1,5 @@
 // Runs an ordered list of stages over one request and keeps its audit entry in step; the front door ends the entry with what it answered.
-import { isGatehouseError, type ErrorCode } from '../errors/registry.js';
+import { GatehouseError, isGatehouseError, type ErrorCode } from '../errors/registry.js';
 import type { AuditDecision } from '../audit/entry.js';
 import { auditFieldsOf } from './decide.js';
 import type { GovernedRequest, Stage, StageOutcome } from './context.js';
@@ -25,4 +25,15 @@ export function auditDecision(result: { outcome?: { readonly kind: string } | un
   if (result.error !== undefined) return isGatehouseError(result.error) && DENIALS.has(result.error.code) ? 'deny' : 'error';
   if (result.outcome?.kind === 'queued') return 'require_approval';
   return 'allow';
+}
+
+/** Any failure as a registry error: unknown throwables are `internal` (their detail stays in logs, never with the client). */
+export function asGatehouseError(err: unknown): GatehouseError {
+  return isGatehouseError(err) ? err : new GatehouseError('internal', undefined, { cause: err });
+}
+
+/** The audit fields of a request that ended in an error, the same on every front door: the registry's status and code, `deny` or `error`. */
+export function auditFailure(err: unknown): { status: number; decision: AuditDecision; error_code: ErrorCode } {
+  const e = asGatehouseError(err);
+  return { status: e.spec.http, decision: auditDecision({ error: e }), error_code: e.code };
 }

@@ -1,10 +1,7 @@
-// The `query` tool: one SQL statement on a PostgreSQL source through the wire listener's decision stages, then the shared buffered executor; bounded rows, redaction from the policy decision.
+// The `query` tool: one SQL statement on a PostgreSQL source through the buffered SQL pipeline (the wire listener's decision stages, then the shared executor); bounded rows, redaction from the policy decision.
 import { z } from 'zod';
-import { GatehouseError } from '../../errors/registry.js';
-import { UpstreamSqlError } from '../../connectors/postgres-exec.js';
-import { isWriteOperation, type GovernedRequest } from '../../pipeline/context.js';
-import { runStages } from '../../pipeline/run.js';
-import { decisionStages } from '../../pipeline/decide.js';
+import type { GovernedRequest } from '../../pipeline/context.js';
+import { runSqlPipeline } from '../../pipeline/sql.js';
 import { SOURCE_ID_PATTERN, structuredResult, type ToolDefinition } from './context.js';
 import { queuedOutcome } from './queued.js';
 
@@ -52,44 +49,14 @@ export function queryTool(limits: { maxRows: number; responseBytes: number }): T
         audit: run.audit,
       };
       run.audit.set({ source_id: args.source_id, bytes_in: Buffer.byteLength(args.sql) });
-      // The wire's stages (the shared decision stages plus its session-escape refusal): a statement gets the same answer through psql and MCP, and an approved one is re-decided by those same stages.
-      const outcome = await runStages(decisionStages, req, run.deps.pipeline);
-      if (outcome?.kind === 'queued') return queuedOutcome(outcome.approval, run.caller.requestId);
-      const source = req.source!;
-      if (source.source_type !== 'postgres') throw new GatehouseError('invalid_request', 'The query tool runs SQL on PostgreSQL sources only.');
-      // Strict audit: a write must not reach the upstream unless its entry can be recorded.
-      if (isWriteOperation(req.operation)) run.audit.admit();
-      const o = req.policyDecision!.obligations;
-      const executor = await run.deps.postgres();
-      let result;
-      try {
-        result = await executor.executeSql({
-          source,
-          identity: run.caller.identity,
-          sql: args.sql,
-          params: args.params ?? [],
-          maxRows: args.max_rows,
-          redaction: { redactColumns: o.redact_columns, mode: o.pii_mode ?? run.deps.pipeline.config.pii.default_mode },
-        });
-      } catch (err) {
-        if (err instanceof UpstreamSqlError) {
-          run.audit.addReason(`upstream: SQLSTATE ${err.sqlstate}`);
-          // The message is already sanitized (no host, user, database or password of the source).
-          throw new GatehouseError('upstream_failed', `The statement failed upstream: ${err.message} (SQLSTATE ${err.sqlstate}).`, { details: { sqlstate: err.sqlstate } });
-        }
-        throw err;
-      }
-      // Whole rows only, within the response budget; the text rendering is bounded separately.
-      let rows = result.rows;
-      let truncated = result.truncated;
-      while (rows.length > 0 && Buffer.byteLength(JSON.stringify(rows)) > limits.responseBytes / 2) {
-        rows = rows.slice(0, Math.floor(rows.length / 2));
-        truncated = true;
-      }
-      const structured = { columns: result.columns, rows, row_count: rows.length, truncated, command: result.command };
+      // The wire's decision stages and the approval executor's execution: a statement gets the same answer through psql and MCP.
+      const outcome = await runSqlPipeline(req, run.deps.pipeline, await run.deps.postgres(), { maxRows: args.max_rows, maxBytes: limits.responseBytes });
+      if (outcome.kind === 'queued') return queuedOutcome(outcome.approval, run.caller.requestId);
+      const { columns, rows, truncated, command, redactions } = outcome.result;
+      const structured = { columns, rows, row_count: rows.length, truncated, command };
       return {
-        result: structuredResult(structured, textTable(result.columns, rows, rows.length, truncated, result.command)),
-        audit: { status: 200, redactions: result.redactions },
+        result: structuredResult(structured, textTable(columns, rows, rows.length, truncated, command)),
+        audit: { status: 200, redactions },
       };
     },
   };
