@@ -11,6 +11,7 @@ import { AuditWriter } from '../src/audit/writer.js';
 import { MemoryAuditSink, type AuditPort } from '../src/audit/port.js';
 import { newAuditId, type AuditEntry } from '../src/audit/entry.js';
 import { migrateToLatest } from '../src/store/migrate.js';
+import { quantile } from './stats.js';
 
 const PG = { host: process.env.BENCH_PG_HOST ?? '127.0.0.1', port: Number(process.env.BENCH_PG_PORT ?? 5432), user: 'postgres' };
 const BUFFERED_N = Number(process.env.BENCH_AUDIT_N ?? 100_000);
@@ -27,10 +28,6 @@ function entry(i: number): AuditEntry {
     upstream_status: 200, cache: 'miss', redactions: 1, bytes_in: 0, bytes_out: 2048, duration_ms: 3.2, client_ip: '10.0.0.1',
     action: null, target: null, changes: null, error_code: null,
   };
-}
-
-function pct(sorted: number[], p: number): number {
-  return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))]!;
 }
 
 async function throughput(port: AuditPort, n: number): Promise<number> {
@@ -104,7 +101,7 @@ try {
     const strictLat = await latencies(strict, STRICT_REQUESTS, concurrency);
     const sStats = strict.stats();
     await strict.close();
-    const [m50, m99, s50, s99] = [pct(memLat, 50), pct(memLat, 99), pct(strictLat, 50), pct(strictLat, 99)];
+    const [m50, m99, s50, s99] = [quantile(memLat, 0.5), quantile(memLat, 0.99), quantile(strictLat, 0.5), quantile(strictLat, 0.99)];
     console.log(`\nstrict: ${STRICT_REQUESTS} requests, ${concurrency} concurrent, group commit (spooled ${sStats.spooled_entries})`);
     console.log(`  in-memory sink   p50 ${m50.toFixed(3)} ms  p99 ${m99.toFixed(3)} ms`);
     console.log(`  postgres strict  p50 ${s50.toFixed(3)} ms  p99 ${s99.toFixed(3)} ms  (ratio p50 ${(s50 / Math.max(m50, 1e-6)).toFixed(0)}×, p99 ${(s99 / Math.max(m99, 1e-6)).toFixed(0)}×)`);
@@ -125,7 +122,7 @@ try {
     floor.push(performance.now() - t);
   }
   floor.sort((a, b) => a - b);
-  console.log(`  floor: plain INSERT+COMMIT, sequential  p50 ${pct(floor, 50).toFixed(3)} ms  p99 ${pct(floor, 99).toFixed(3)} ms`);
+  console.log(`  floor: plain INSERT+COMMIT, sequential  p50 ${quantile(floor, 0.5).toFixed(3)} ms  p99 ${quantile(floor, 0.99).toFixed(3)} ms`);
   failed = !bufferedPass || !strictPass;
 } finally {
   await db.destroy();

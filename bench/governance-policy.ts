@@ -3,6 +3,7 @@ import { compilePolicies } from '../src/governance/policy/compile.js';
 import type { PolicyInput } from '../src/governance/policy/compile.js';
 import { evaluate } from '../src/governance/policy/evaluate.js';
 import type { PolicyRecord } from '../src/governance/policy/schema.js';
+import { summarize, type Summary } from './stats.js';
 
 const POLICIES = 1000;
 const SOURCES = 100;
@@ -77,11 +78,7 @@ function makeInput(): PolicyInput {
   };
 }
 
-function quantile(sorted: Float64Array, q: number): number {
-  return sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))] as number;
-}
-
-function measure(inputs: readonly PolicyInput[], fn: (i: PolicyInput) => unknown): { median: number; p99: number } {
+function measure(inputs: readonly PolicyInput[], fn: (i: PolicyInput) => unknown): Summary {
   let sink = 0;
   for (let w = 0; w < WARMUP_ROUNDS; w += 1) for (const i of inputs) sink += fn(i) === null ? 1 : 0;
   const times = new Float64Array(MEASURED);
@@ -94,8 +91,7 @@ function measure(inputs: readonly PolicyInput[], fn: (i: PolicyInput) => unknown
     times[k] = Number(t1 - t0) / 1000;
   }
   if (sink < 0) console.log(sink);
-  times.sort();
-  return { median: quantile(times, 0.5), p99: quantile(times, 0.99) };
+  return summarize(times);
 }
 
 export async function bench(): Promise<void> {

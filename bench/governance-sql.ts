@@ -1,6 +1,7 @@
 // SQL classification benchmark: cached and uncached typical OLTP statements, each against a baseline measured in the same run.
 import { parseSync } from 'libpg-query';
 import { SqlClassifier, initSqlParser } from '../src/governance/sql/index.js';
+import { summarize, type Summary } from './stats.js';
 
 const TARGET_CACHED_US = 2;
 const TARGET_UNCACHED_US = 100;
@@ -23,24 +24,13 @@ function statements(count: number, offset: number): string[] {
   return Array.from({ length: count }, (_, i) => (TEMPLATES[i % TEMPLATES.length] as (n: number) => string)(offset + i));
 }
 
-interface Stats {
-  readonly median: number;
-  readonly p99: number;
-}
-
-function stats(times: Float64Array): Stats {
-  times.sort();
-  const at = (q: number): number => times[Math.min(times.length - 1, Math.floor(q * times.length))] as number;
-  return { median: at(0.5), p99: at(0.99) };
-}
-
 let sink = 0;
 
 /**
  * µs per call for two functions, each sample the mean of a batch of BATCH calls over `texts`. The
  * two alternate in rounds so that load from other processes falls on both alike.
  */
-function batchedPair(texts: readonly string[], a: (sql: string) => unknown, b: (sql: string) => unknown): [Stats, Stats] {
+function batchedPair(texts: readonly string[], a: (sql: string) => unknown, b: (sql: string) => unknown): [Summary, Summary] {
   const rounds = 10;
   const per = CACHED_SAMPLES / rounds;
   const ta = new Float64Array(CACHED_SAMPLES);
@@ -58,11 +48,11 @@ function batchedPair(texts: readonly string[], a: (sql: string) => unknown, b: (
     run(a, ta, r * per, per);
     run(b, tb, r * per, per);
   }
-  return [stats(ta), stats(tb)];
+  return [summarize(ta), summarize(tb)];
 }
 
 /** µs per call, one sample per call, every text used once. */
-function single(texts: readonly string[], fn: (sql: string) => unknown): Stats {
+function single(texts: readonly string[], fn: (sql: string) => unknown): Summary {
   const times = new Float64Array(texts.length);
   for (let i = 0; i < texts.length; i += 1) {
     const sql = texts[i] as string;
@@ -70,11 +60,11 @@ function single(texts: readonly string[], fn: (sql: string) => unknown): Stats {
     sink += fn(sql) === undefined ? 1 : 0;
     times[i] = Number(process.hrtime.bigint() - t0) / 1000;
   }
-  return stats(times);
+  return summarize(times);
 }
 
-const fmt = (s: Stats): string => `median ${s.median.toFixed(2)} µs, p99 ${s.p99.toFixed(2)} µs`;
-const ratio = (a: Stats, b: Stats): string => `median ${(a.median / b.median).toFixed(2)}×, p99 ${(a.p99 / b.p99).toFixed(2)}×`;
+const fmt = (s: Summary): string => `median ${s.median.toFixed(2)} µs, p99 ${s.p99.toFixed(2)} µs`;
+const ratio = (a: Summary, b: Summary): string => `median ${(a.median / b.median).toFixed(2)}×, p99 ${(a.p99 / b.p99).toFixed(2)}×`;
 
 export async function bench(): Promise<void> {
   await initSqlParser();
