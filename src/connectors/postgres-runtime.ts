@@ -1,5 +1,5 @@
 // The process's PostgreSQL upstream runtime: one set of per-source pools and one buffered executor per composition root, shared by the wire listener, the MCP query tool and approved statements.
-import type { Services } from '../runtime/services.js';
+import { perServices, type Services } from '../runtime/services.js';
 import { buildGovernanceRuntime } from '../runtime/governance.js';
 import { PostgresExecutor, UpstreamPools } from './postgres-exec.js';
 
@@ -7,8 +7,6 @@ export interface PostgresRuntime {
   readonly pools: UpstreamPools;
   readonly executor: PostgresExecutor;
 }
-
-const runtimes = new WeakMap<Services, Promise<PostgresRuntime>>();
 
 async function createPostgresRuntime(services: Services): Promise<PostgresRuntime> {
   const governance = await buildGovernanceRuntime(services);
@@ -26,12 +24,4 @@ async function createPostgresRuntime(services: Services): Promise<PostgresRuntim
 }
 
 /** Built once per services: two front doors with their own pools would each hold up to `pool_max` connections to the same source. */
-export function postgresRuntimeFor(services: Services): Promise<PostgresRuntime> {
-  let runtime = runtimes.get(services);
-  if (runtime === undefined) {
-    runtime = createPostgresRuntime(services);
-    runtimes.set(services, runtime);
-    runtime.catch(() => runtimes.delete(services));
-  }
-  return runtime;
-}
+export const postgresRuntimeFor: (services: Services) => Promise<PostgresRuntime> = perServices(createPostgresRuntime);

@@ -14,7 +14,7 @@ import { PayloadCipher } from '../approvals/crypto.js';
 import { ApprovalIntake } from '../approvals/queue.js';
 import { notifierFor } from '../notify/index.js';
 import type { HttpPipelineDeps } from '../pipeline/http.js';
-import type { Services } from './services.js';
+import { perServices, type Services } from './services.js';
 
 export interface GovernanceRuntime {
   readonly pii: PiiScanner;
@@ -46,22 +46,12 @@ function cachedRoleContexts(services: Services): (identity: AgentIdentity, sourc
   };
 }
 
-const runtimes = new WeakMap<Services, Promise<GovernanceRuntime>>();
-
 /**
  * The governance runtime of a composition root, built once: the gateway, the wire listener and the admin's approval
  * execution of one process share its egress pools, circuits, cache and limiter (issue 7: an approved request runs
  * through the very same pipeline as a live one).
  */
-export function buildGovernanceRuntime(services: Services): Promise<GovernanceRuntime> {
-  let runtime = runtimes.get(services);
-  if (runtime === undefined) {
-    runtime = createGovernanceRuntime(services);
-    runtimes.set(services, runtime);
-    runtime.catch(() => runtimes.delete(services));
-  }
-  return runtime;
-}
+export const buildGovernanceRuntime: (services: Services) => Promise<GovernanceRuntime> = perServices(createGovernanceRuntime);
 
 async function createGovernanceRuntime(services: Services): Promise<GovernanceRuntime> {
   const { config, log } = services;

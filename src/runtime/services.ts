@@ -44,6 +44,23 @@ export interface Services {
   close(): Promise<void>;
 }
 
+/**
+ * A builder run once per composition root: every caller with the same services shares one build (its pools,
+ * subscriptions and timers), and a build that failed is forgotten so the next caller tries again.
+ */
+export function perServices<S extends object, T>(build: (services: S) => Promise<T>): (services: S) => Promise<T> {
+  const built = new WeakMap<S, Promise<T>>();
+  return (services) => {
+    let value = built.get(services);
+    if (value === undefined) {
+      value = build(services);
+      built.set(services, value);
+      value.catch(() => built.delete(services));
+    }
+    return value;
+  };
+}
+
 /** The directory that holds embedded state (`./.gatehouse` by default): the parent of the embedded store. */
 export function stateDirOf(config: Readonly<Config>): string {
   return path.dirname(path.resolve(config.database.embedded_dir));
