@@ -5,7 +5,7 @@ import { isGatehouseError } from '../errors/registry.js';
 import type { AgentIdentity } from '../identity/index.js';
 import type { Logger } from '../observability/logger.js';
 import { runHttpPipeline, type HttpExecution, type HttpOutcome, type HttpPipelineDeps, type ProxyResponse } from '../pipeline/http.js';
-import { auditDecision } from '../pipeline/run.js';
+import { auditDecision, auditFailure } from '../pipeline/run.js';
 import type { PayloadCipher } from './crypto.js';
 import type { StoredRequest } from './queue.js';
 import type { ApprovalRow } from './store.js';
@@ -145,12 +145,9 @@ export class ApprovalExecutor {
     } catch (err) {
       error = err;
     }
-    const status = error !== undefined ? (isGatehouseError(error) ? error.spec.http : 500) : outcome?.kind === 'respond' ? outcome.response.status : 500;
     try {
       await audit.end({
-        status,
-        decision: auditDecision({ outcome, error }),
-        error_code: isGatehouseError(error) ? error.code : error !== undefined ? 'internal' : null,
+        ...(error !== undefined ? auditFailure(error) : { status: outcome?.kind === 'respond' ? outcome.response.status : 500, decision: auditDecision({ outcome }), error_code: null }),
         cache: exec.cacheOutcome ?? null,
         redactions: exec.redactions ?? 0,
         bytes_out: outcome?.kind === 'respond' ? outcome.response.body.length : 0,

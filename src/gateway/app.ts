@@ -3,7 +3,7 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { createHttpServer } from '../http/server.js';
 import { registerHealthRoutes } from '../health/routes.js';
 import { errorRegistry, GatehouseError, isGatehouseError } from '../errors/registry.js';
-import { auditDecision } from '../pipeline/run.js';
+import { auditFailure } from '../pipeline/run.js';
 import type { Services } from '../runtime/services.js';
 import { buildGovernanceRuntime } from '../runtime/governance.js';
 import { registerProxyRoutes } from './proxy/route.js';
@@ -41,7 +41,7 @@ async function answerUndecodableUrl(services: Services, req: FastifyRequest, rep
   if (proxy) {
     const audit = services.auditor.begin({ channel: 'http', request_id: req.id, client_ip: req.ip, method: req.method, source_id: null });
     try {
-      await audit.end({ status: error.spec.http, decision: auditDecision({ error }), error_code: error.code, bytes_out: 0 });
+      await audit.end({ ...auditFailure(error), bytes_out: 0 });
     } catch (auditErr) {
       const unavailable = isGatehouseError(auditErr) ? auditErr : new GatehouseError('audit_unavailable');
       void reply.code(unavailable.spec.http).send({ error: unavailable.code, message: unavailable.message, request_id: req.id });

@@ -1,13 +1,7 @@
 // The one place where MCP tool failures are rendered: a registry code becomes a tool error result or a JSON-RPC error (errorRegistry.mcpToolError), and either one an HTTP answer on the legacy endpoints.
 import { ErrorCode, McpError, type CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import type { z } from 'zod';
-import { errorRegistry, GatehouseError, isGatehouseError, type ErrorCode as GatehouseCode } from '../../errors/registry.js';
-
-/** Any failure as a registry error: unknown throwables are `internal` (their detail stays in logs). */
-export function gatehouseErrorOf(err: unknown): GatehouseError {
-  if (isGatehouseError(err)) return err;
-  return new GatehouseError('internal', undefined, { cause: err });
-}
+import { errorRegistry, GatehouseError, type ErrorCode as GatehouseCode } from '../../errors/registry.js';
 
 /** Bad tool arguments: one `invalid_request` that names every offending field, so an agent can correct its call. */
 export function invalidArguments(tool: string, error: z.ZodError): GatehouseError {

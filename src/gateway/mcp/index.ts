@@ -5,7 +5,7 @@ import type { GovernanceRuntime } from '../../runtime/governance.js';
 import { postgresRuntimeFor } from '../../connectors/postgres-runtime.js';
 import { GatehouseError, isGatehouseError } from '../../errors/registry.js';
 import type { AgentIdentity } from '../../identity/index.js';
-import { auditDecision } from '../../pipeline/run.js';
+import { auditFailure } from '../../pipeline/run.js';
 import type { McpDeps, ToolCaller } from './context.js';
 import { buildToolset } from './tools.js';
 import { handleStreamableRequest } from './streamable.js';
@@ -41,7 +41,7 @@ export async function registerMcpRoutes(app: FastifyInstance, services: Services
         if (isGatehouseError(err) && err.code === 'unauthenticated') {
           // A refused credential is recorded as on the proxy: one entry, no identity.
           const audit = services.auditor.begin({ channel: 'mcp', request_id: req.id, client_ip: req.ip, method: req.method, path: req.url.split('?')[0]!.slice(0, 64), action: 'mcp.authenticate' });
-          await audit.end({ status: 401, decision: auditDecision({ error: err }), error_code: err.code });
+          await audit.end(auditFailure(err));
         }
         throw err;
       }

@@ -4,9 +4,9 @@ import type { AuditContext } from '../../audit/context.js';
 import type { AuditFields } from '../../audit/entry.js';
 import { z } from 'zod';
 import type { Config } from '../../config/index.js';
-import { auditDecision } from '../../pipeline/run.js';
+import { asGatehouseError, auditFailure } from '../../pipeline/run.js';
 import type { McpDeps, ToolCaller, ToolDefinition, ToolOutcome } from './context.js';
-import { gatehouseErrorOf, invalidArguments, renderToolFailure, unknownTool } from './errors.js';
+import { invalidArguments, renderToolFailure, unknownTool } from './errors.js';
 import { describeSourceTool, listSourcesTool } from './source-tools.js';
 import { queryTool } from './query-tool.js';
 import { httpRequestTool } from './http-tool.js';
@@ -72,7 +72,7 @@ export function buildToolset(config: Readonly<Config>): Toolset {
         if (!parsed.success) throw invalidArguments(name, parsed.error);
         outcome = await tool.run(parsed.data, { deps, caller, audit });
       } catch (err) {
-        error = gatehouseErrorOf(err);
+        error = asGatehouseError(err);
         if (error.code === 'internal') deps.log.error({ err, tool: name }, 'MCP tool call failed');
         else if (error.code === 'upstream_failed') deps.log.warn({ err, tool: name }, 'MCP tool upstream request failed');
       }
@@ -82,7 +82,7 @@ export function buildToolset(config: Readonly<Config>): Toolset {
       await endAudit(
         audit,
         error
-          ? { status: error.spec.http, decision: auditDecision({ error }), error_code: error.code, bytes_out: bytesOut }
+          ? { ...auditFailure(error), bytes_out: bytesOut }
           : { status: 200, decision: 'allow', error_code: null, bytes_out: bytesOut, ...outcome!.audit },
         caller.requestId,
       );
@@ -97,7 +97,7 @@ async function endAudit(audit: AuditContext, fields: Partial<AuditFields>, reque
   try {
     await audit.end(fields);
   } catch (auditErr) {
-    const failed = renderToolFailure(gatehouseErrorOf(auditErr), requestId);
+    const failed = renderToolFailure(asGatehouseError(auditErr), requestId);
     if (failed.kind === 'rpc') throw failed.error;
     throw new McpError(ErrorCode.InternalError, 'The audit log cannot record this request.', { error: 'audit_unavailable', request_id: requestId });
   }

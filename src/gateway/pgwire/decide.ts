@@ -1,9 +1,8 @@
 // Governance of one wire statement: the shared decision stages, the audit entry it owns, and the ErrorResponse a refusal becomes.
 import { randomUUID } from 'node:crypto';
 import { LRUCache } from 'lru-cache';
-import { GatehouseError, isGatehouseError } from '../../errors/registry.js';
 import { decisionStages } from '../../pipeline/decide.js';
-import { auditDecision, runStages } from '../../pipeline/run.js';
+import { asGatehouseError, auditFailure, runStages } from '../../pipeline/run.js';
 import type { GovernedRequest, PipelineDeps, Stage, StageOutcome } from '../../pipeline/context.js';
 import type { AuditContext, Auditor } from '../../audit/context.js';
 import type { AgentIdentity } from '../../identity/index.js';
@@ -39,7 +38,7 @@ export interface WireDecider {
 
 /** The ErrorResponse fields of a refusal: the registry's SQLSTATE, its safe message. */
 export function errorFieldsOf(err: unknown): ErrorFields {
-  const e = isGatehouseError(err) ? err : new GatehouseError('internal', undefined, { cause: err });
+  const e = asGatehouseError(err);
   const sqlstate = typeof e.details?.sqlstate === 'string' ? e.details.sqlstate : e.spec.sqlstate;
   return { sqlstate, message: e.message, ...(e.retryAfterSeconds !== undefined ? { hint: `Retry after ${e.retryAfterSeconds} s.` } : {}) };
 }
@@ -69,11 +68,8 @@ export async function decideStatement(
   try {
     outcome = await runStages(stages, req, d.pipeline);
   } catch (err) {
-    if (isGatehouseError(err) && err.code === 'internal') d.pipeline.log.error({ err }, 'wire statement decision failed');
-    else if (!isGatehouseError(err)) d.pipeline.log.error({ err }, 'wire statement decision failed');
-    const error = errorFieldsOf(err);
-    const recorded = endRecorded(d, audit, { status: isGatehouseError(err) ? err.spec.http : 500, decision: auditDecision({ error: err }), error_code: isGatehouseError(err) ? err.code : 'internal' });
-    return { kind: 'refused', req, error, recorded };
+    if (asGatehouseError(err).code === 'internal') d.pipeline.log.error({ err }, 'wire statement decision failed');
+    return { kind: 'refused', req, error: errorFieldsOf(err), recorded: endRecorded(d, audit, auditFailure(err)) };
   }
   if (outcome?.kind === 'queued') {
     const a = outcome.approval;

@@ -2,7 +2,7 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { GatehouseError, isGatehouseError } from '../../errors/registry.js';
 import type { Auditor } from '../../audit/context.js';
-import { auditDecision } from '../../pipeline/run.js';
+import { asGatehouseError, auditDecision, auditFailure } from '../../pipeline/run.js';
 import { runHttpPipeline, type HttpExecution, type HttpOutcome, type HttpPipelineDeps } from '../../pipeline/http.js';
 
 const PROXY_METHODS = ['GET', 'POST', 'PUT', 'PATCH', 'DELETE'] as const;
@@ -50,7 +50,7 @@ export function registerProxyRoutes(app: FastifyInstance, deps: ProxyRouteDeps):
       const error = bodyError(err);
       const audit = deps.auditor.begin({ channel: 'http', request_id: req.id, client_ip: req.ip, method: req.method, source_id: sourceIdOf(req) });
       try {
-        await audit.end({ status: error.spec.http, decision: auditDecision({ error }), error_code: error.code, bytes_out: 0 });
+        await audit.end({ ...auditFailure(error), bytes_out: 0 });
       } catch (auditErr) {
         const unavailable = isGatehouseError(auditErr) ? auditErr : new GatehouseError('audit_unavailable');
         return reply.code(unavailable.spec.http).send(errorBody(unavailable, req.id));
@@ -86,7 +86,7 @@ export function registerProxyRoutes(app: FastifyInstance, deps: ProxyRouteDeps):
         failure = err;
       }
 
-      const error = failure === undefined ? undefined : isGatehouseError(failure) ? failure : new GatehouseError('internal', undefined, { cause: failure });
+      const error = failure === undefined ? undefined : asGatehouseError(failure);
       if (error?.code === 'internal') req.log.error({ err: failure }, 'proxy request failed');
       else if (error?.code === 'upstream_failed') req.log.warn({ err: failure, source_id: exec.sourceId }, 'upstream request failed');
 
