@@ -1,6 +1,7 @@
 // The console overview: where sign-in lands; unauthenticated browsers are sent to the sign-in page, signed-in admins see counts and readiness.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { OWNER_PASSWORD, startWorld, type World } from '../support/world.js';
+import { login } from '../support/admin-client.js';
 
 let world: World;
 
@@ -19,11 +20,10 @@ describe('GET /dashboard/overview', () => {
     expect(anonymous.headers.get('location')).toMatch(/^\/auth\/login\?next=/);
 
     await world.agent('overview-agent');
-    const login = await fetch(`${world.svc.adminUrl}/auth/login`, { method: 'POST', body: new URLSearchParams({ username: 'admin', password: OWNER_PASSWORD }), redirect: 'manual' });
-    expect(login.status).toBe(303);
-    expect(login.headers.get('location')).toBe('/dashboard/overview');
-    const cookie = login.headers.getSetCookie().map((l) => l.split(';')[0]!).find((p) => p.startsWith('gatehouse_session='))!;
-    const res = await fetch(`${world.svc.adminUrl}/dashboard/overview`, { headers: { cookie } });
+    const signedIn = await login(world.svc.adminUrl, 'admin', OWNER_PASSWORD);
+    expect(signedIn.status).toBe(303);
+    expect(signedIn.headers.get('location')).toBe('/dashboard/overview');
+    const res = await fetch(`${world.svc.adminUrl}/dashboard/overview`, { headers: { cookie: signedIn.cookie! } });
     const html = await res.text();
     expect(res.status).toBe(200);
     expect(res.headers.get('content-type')).toMatch(/^text\/html/);

@@ -2,20 +2,15 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { AdminAuditEvent } from '../../src/admin/audit-events.js';
 import type { TestService } from '../support/service.js';
+import { AdminClient } from '../support/admin-client.js';
 import { OWNER_PASSWORD, ownerApi, startPolicyService, type PolicyApi } from './support.js';
 
 let svc: TestService;
 let api: PolicyApi;
-const audit: AdminAuditEvent[] = [];
+let audit: AdminAuditEvent[];
 
 beforeAll(async () => {
-  ({ svc, api } = await startPolicyService());
-  const auditor = svc.running.services.adminAudit;
-  const original = auditor.record.bind(auditor);
-  auditor.record = async (event) => {
-    audit.push(event);
-    await original(event);
-  };
+  ({ svc, api, audits: audit } = await startPolicyService());
 }, 60_000);
 afterAll(async () => svc?.stop());
 
@@ -107,9 +102,7 @@ describe('policy CRUD', () => {
   });
 
   it('with a browser session, writes need the CSRF token (header or form field)', async () => {
-    const login = await fetch(`${svc.adminUrl}/auth/login`, { method: 'POST', body: new URLSearchParams({ username: 'admin', password: OWNER_PASSWORD }), redirect: 'manual' });
-    const cookie = login.headers.getSetCookie().map((c) => c.split(';')[0]!).find((c) => c.startsWith('gatehouse_session='))!;
-    const { csrf_token } = (await (await fetch(`${svc.adminUrl}/api/session`, { headers: { cookie } })).json()) as { csrf_token: string };
+    const { cookie, csrf: csrf_token } = await AdminClient.signIn(svc.adminUrl, 'admin', OWNER_PASSWORD);
     const body = JSON.stringify({ name: 'via-session', conditions: {}, actions: {} });
     const post = (headers: Record<string, string>) => fetch(`${svc.adminUrl}/api/policies`, { method: 'POST', headers: { cookie, 'content-type': 'application/json', ...headers }, body });
     expect((await post({})).status).toBe(403);

@@ -6,16 +6,10 @@ import { startPolicyService, type PolicyApi } from './support.js';
 
 let svc: TestService;
 let api: PolicyApi;
-const audit: AdminAuditEvent[] = [];
+let audit: AdminAuditEvent[];
 
 beforeAll(async () => {
-  ({ svc, api } = await startPolicyService());
-  const auditor = svc.running.services.adminAudit;
-  const original = auditor.record.bind(auditor);
-  auditor.record = async (event) => {
-    audit.push(event);
-    await original(event);
-  };
+  ({ svc, api, audits: audit } = await startPolicyService());
   for (const body of [
     { name: 'keep', priority: 5, conditions: { source_ids: ['crm'] }, actions: { effect: 'deny' } },
     { name: 'change', priority: 1, conditions: { tables: ['public.*'] }, actions: { rate_limit: '10/second' } },

@@ -1,18 +1,14 @@
-// Test helpers for the policy API: a service signed in as the bootstrap owner through an admin API token, and fixtures in the control store.
-import { adminToken } from '../support/world.js';
-import { startTestService, type TestService } from '../support/service.js';
+// Test helpers for the policy API: the shared world's service and owner token behind a small Bearer client, and fixtures in the control store.
+import { adminToken, startWorld, OWNER_PASSWORD } from '../support/world.js';
+import { bearer, type Answer } from '../support/admin-client.js';
+import type { TestService } from '../support/service.js';
+import type { AdminAuditEvent } from '../../src/admin/audit-events.js';
 import { createIdentity } from '../../src/store/repos/identities.js';
 import { createDataSource } from '../../src/store/repos/data-sources.js';
 import { createSourceRole } from '../../src/store/repos/source-roles.js';
 import { createGrant } from '../../src/store/repos/grants.js';
 
-export const OWNER_PASSWORD = 'policy-owner-password-1';
-
-export interface Answer {
-  status: number;
-  text: string;
-  json: any; // eslint-disable-line @typescript-eslint/no-explicit-any
-}
+export { OWNER_PASSWORD };
 
 export class PolicyApi {
   constructor(
@@ -20,22 +16,8 @@ export class PolicyApi {
     readonly token: string,
   ) {}
 
-  async send(method: string, path: string, body?: unknown, contentType = 'application/json'): Promise<Answer> {
-    const headers: Record<string, string> = { authorization: `Bearer ${this.token}` };
-    let payload: string | null = null;
-    if (body !== undefined) {
-      headers['content-type'] = contentType;
-      payload = typeof body === 'string' ? body : contentType === 'application/x-www-form-urlencoded' ? new URLSearchParams(body as Record<string, string>).toString() : JSON.stringify(body);
-    }
-    const res = await fetch(this.baseUrl + path, { method, headers, body: payload, redirect: 'manual' });
-    const text = await res.text();
-    let json: unknown;
-    try {
-      json = JSON.parse(text);
-    } catch {
-      json = null;
-    }
-    return { status: res.status, text, json };
+  send(method: string, path: string, body?: unknown, contentType = 'application/json'): Promise<Answer> {
+    return bearer(this.baseUrl, this.token, method, path, body, contentType);
   }
 
   form(path: string, fields: Record<string, string>): Promise<Answer> {
@@ -45,18 +27,13 @@ export class PolicyApi {
 
 /** Signs in (the bootstrap owner by default) and creates an admin API token (Bearer requests are CSRF-exempt). */
 export async function ownerApi(baseUrl: string, username = 'admin', password = OWNER_PASSWORD): Promise<PolicyApi> {
-  const token = await adminToken(baseUrl, username, password, 'policy-tests');
-  return new PolicyApi(baseUrl, token);
+  return new PolicyApi(baseUrl, await adminToken(baseUrl, username, password, 'policy-tests'));
 }
 
-export async function startPolicyService(env: Record<string, string> = {}): Promise<{ svc: TestService; api: PolicyApi }> {
-  const svc = await startTestService({ env: { SERVICE_ADMIN__BOOTSTRAP_PASSWORD: OWNER_PASSWORD, ...env } });
-  try {
-    return { svc, api: await ownerApi(svc.adminUrl) };
-  } catch (err) {
-    await svc.stop();
-    throw err;
-  }
+/** A service, the owner's client, and every admin audit event the service records. */
+export async function startPolicyService(env: Record<string, string> = {}): Promise<{ svc: TestService; api: PolicyApi; audits: AdminAuditEvent[] }> {
+  const world = await startWorld({ env });
+  return { svc: world.svc, api: new PolicyApi(world.svc.adminUrl, world.token), audits: world.audits };
 }
 
 export interface World {

@@ -1,46 +1,23 @@
 // Test fixture for gateway suites: a running service, an owner's admin API token, and builders for sources, identities, grants and policies through the real admin API.
 import { request as httpRequest } from 'node:http';
+import type { AdminAuditEvent } from '../../src/admin/audit-events.js';
 import { startTestService, type TestService, type TestServiceOptions } from './service.js';
+import { adminToken, answer, bearer, captureAudit, parseJson, type Answer } from './admin-client.js';
+
+export { adminToken, answer, type Answer };
 
 export const OWNER_PASSWORD = 'world-owner-password-0001';
-
-export interface Answer {
-  status: number;
-  text: string;
-  json: any; // eslint-disable-line @typescript-eslint/no-explicit-any
-  headers: Headers;
-}
-
-export async function answer(res: Response): Promise<Answer> {
-  const text = await res.text();
-  return { status: res.status, text, json: parseJson(text), headers: res.headers };
-}
 
 /** Signs in as the bootstrap owner and creates an admin API token (Bearer, CSRF-exempt). */
 export function ownerToken(adminUrl: string, password = OWNER_PASSWORD): Promise<string> {
   return adminToken(adminUrl, 'admin', password);
 }
 
-/** Signs in as an admin with a form post and creates an admin API token for it (Bearer requests are CSRF-exempt). */
-export async function adminToken(adminUrl: string, username: string, password: string, tokenName = 'tests'): Promise<string> {
-  const login = await fetch(`${adminUrl}/auth/login`, { method: 'POST', body: new URLSearchParams({ username, password }), redirect: 'manual' });
-  const cookie = login.headers.getSetCookie().map((l) => l.split(';')[0]!).find((p) => p.startsWith('gatehouse_session='));
-  if (login.status !== 303 || !cookie) throw new Error(`owner sign-in failed: ${login.status}`);
-  const session = await answer(await fetch(`${adminUrl}/api/session`, { headers: { cookie } }));
-  const created = await answer(
-    await fetch(`${adminUrl}/api/admin-tokens`, {
-      method: 'POST',
-      headers: { cookie, 'x-csrf-token': session.json.csrf_token as string, 'content-type': 'application/json' },
-      body: JSON.stringify({ name: tokenName }),
-    }),
-  );
-  if (created.status !== 201) throw new Error(`admin token creation failed: ${created.status} ${created.text}`);
-  return created.json.token as string;
-}
-
 export interface World {
   svc: TestService;
   token: string;
+  /** Every admin audit event the service recorded, from its start (the owner's sign-in included). */
+  audits: AdminAuditEvent[];
   admin(method: string, path: string, json?: unknown): Promise<Answer>;
   /** An HTTP source on `baseUrl` with the default roles (reader, writer, admin). */
   httpSource(sourceId: string, baseUrl: string, config?: Record<string, unknown>): Promise<void>;
@@ -58,21 +35,23 @@ export async function startWorld(opts: TestServiceOptions & { privateSources?: s
   const env: Record<string, string> = { SERVICE_ADMIN__BOOTSTRAP_PASSWORD: OWNER_PASSWORD, ...opts.env };
   if (opts.privateSources) env.SERVICE_GATEWAY__EGRESS__ALLOW_PRIVATE_SOURCES = opts.privateSources.join(',');
   const svc = await startTestService({ ...opts, env });
-  const adminUrl = svc.adminUrl;
-  let token = '';
-  const admin: World['admin'] = async (method, path, json) => {
-    const headers: Record<string, string> = { authorization: `Bearer ${token}` };
-    if (json !== undefined) headers['content-type'] = 'application/json';
-    return answer(await fetch(adminUrl + path, { method, headers, body: json === undefined ? null : JSON.stringify(json), redirect: 'manual' }));
-  };
+  const audits = captureAudit(svc);
+  let token: string;
+  try {
+    token = await ownerToken(svc.adminUrl);
+  } catch (err) {
+    await svc.stop();
+    throw err;
+  }
+  const admin: World['admin'] = (method, path, json) => bearer(svc.adminUrl, token, method, path, json);
   const expectOk = (a: Answer, what: string) => {
     if (a.status >= 300) throw new Error(`${what}: ${a.status} ${a.text}`);
     return a;
   };
-  token = await ownerToken(adminUrl);
   return {
     svc,
     token,
+    audits,
     admin,
     async httpSource(sourceId, baseUrl, config = {}) {
       expectOk(
@@ -129,12 +108,4 @@ export function rawRequest(baseUrl: string, method: string, rawTarget: string, h
     req.on('error', reject);
     req.end(body);
   });
-}
-
-function parseJson(text: string): unknown {
-  try {
-    return JSON.parse(text);
-  } catch {
-    return null;
-  }
 }

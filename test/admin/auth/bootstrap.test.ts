@@ -5,14 +5,15 @@ import { withMigratedStore, type MigratedStore } from '../../support/pg.js';
 import { DEFAULT_INITIAL_PASSWORD } from '../../../src/admin/auth/passwords.js';
 import { ensureBootstrapOwner, resetAdminPassword } from '../../../src/admin/auth/bootstrap.js';
 import { listAdminUsers } from '../../../src/store/repos/admin-users.js';
-import { AdminClient, login, OWNER_PASSWORD, postForm, stopAndClean } from './client.js';
+import { AdminClient, login, postForm } from '../../support/admin-client.js';
+import { OWNER_PASSWORD } from '../../support/world.js';
 
 describe('bootstrap with admin.bootstrap_password configured', () => {
   let svc: TestService;
   beforeAll(async () => {
     svc = await startTestService({ env: { SERVICE_ADMIN__BOOTSTRAP_PASSWORD: OWNER_PASSWORD } });
   });
-  afterAll(() => stopAndClean(svc));
+  afterAll(() => svc?.stop());
 
   it('signs in as admin with the configured password and needs no change', async () => {
     expect((await login(svc.adminUrl, 'admin', DEFAULT_INITIAL_PASSWORD)).status).toBe(401);
@@ -28,7 +29,7 @@ describe('bootstrap with the built-in initial password', () => {
   beforeAll(async () => {
     svc = await startTestService();
   });
-  afterAll(() => stopAndClean(svc));
+  afterAll(() => svc?.stop());
 
   it('allows only session, change-password and logout until the password is changed', async () => {
     const owner = await AdminClient.signIn(svc.adminUrl, 'admin', DEFAULT_INITIAL_PASSWORD);

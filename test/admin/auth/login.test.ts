@@ -2,7 +2,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { AdminAuditEvent } from '../../../src/admin/audit-events.js';
 import { startTestService, type TestService } from '../../support/service.js';
-import { AdminClient, captureAudit, login, OWNER_PASSWORD, stopAndClean } from './client.js';
+import { AdminClient, captureAudit, login } from '../../support/admin-client.js';
+import { OWNER_PASSWORD } from '../../support/world.js';
 
 describe('admin sign-in', () => {
   let svc: TestService;
@@ -18,7 +19,7 @@ describe('admin sign-in', () => {
     });
     audit = captureAudit(svc);
   });
-  afterAll(() => stopAndClean(svc));
+  afterAll(() => svc?.stop());
 
   it('answers 401 with the form again for a wrong password or unknown user, 303 with the cookie on success', async () => {
     const page = await fetch(`${svc.adminUrl}/auth/login?next=/dashboard/x`);

@@ -4,7 +4,9 @@ import { startTestService, type TestService } from '../../support/service.js';
 import { createTestDatabase } from '../../support/pg.js';
 import { getAdminUserByUsername } from '../../../src/store/repos/admin-users.js';
 import { listAdminTokens } from '../../../src/store/repos/admin-tokens.js';
-import { AdminClient, bearer, OWNER_PASSWORD, postForm, stopAndClean, dropRedisPrefix } from './client.js';
+import { AdminClient, bearer, postForm } from '../../support/admin-client.js';
+import { OWNER_PASSWORD } from '../../support/world.js';
+import { dropRedisPrefix } from '../../support/redis.js';
 
 describe('sessions, CSRF and the authorization version', () => {
   let svc: TestService;
@@ -13,7 +15,7 @@ describe('sessions, CSRF and the authorization version', () => {
     svc = await startTestService({ env: { SERVICE_ADMIN__BOOTSTRAP_PASSWORD: OWNER_PASSWORD } });
     owner = await AdminClient.signIn(svc.adminUrl, 'admin', OWNER_PASSWORD);
   });
-  afterAll(() => stopAndClean(svc));
+  afterAll(() => svc?.stop());
   const db = () => svc.running.services.db;
 
   it('refuses a mutation with a missing or wrong CSRF token and changes nothing', async () => {

@@ -3,7 +3,8 @@ import { createHash } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestService, type TestService } from '../../support/service.js';
 import { getAdminTokenById } from '../../../src/store/repos/admin-tokens.js';
-import { AdminClient, bearer, OWNER_PASSWORD, stopAndClean } from './client.js';
+import { AdminClient, bearer } from '../../support/admin-client.js';
+import { OWNER_PASSWORD } from '../../support/world.js';
 
 describe('admin API tokens', () => {
   let svc: TestService;
@@ -12,7 +13,7 @@ describe('admin API tokens', () => {
     svc = await startTestService({ env: { SERVICE_ADMIN__BOOTSTRAP_PASSWORD: OWNER_PASSWORD } });
     owner = await AdminClient.signIn(svc.adminUrl, 'admin', OWNER_PASSWORD);
   });
-  afterAll(() => stopAndClean(svc));
+  afterAll(() => svc?.stop());
 
   it('creates a token shown once, stores only its hash, works without CSRF and dies when deleted', async () => {
     const created = await owner.request('POST', '/api/admin-tokens', { json: { name: 'deploy bot' } });
