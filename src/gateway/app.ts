@@ -3,10 +3,9 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { createHttpServer } from '../http/server.js';
 import { registerHealthRoutes } from '../health/routes.js';
 import { errorRegistry, GatehouseError, isGatehouseError } from '../errors/registry.js';
-import { auditFailure } from '../pipeline/run.js';
 import type { Services } from '../runtime/services.js';
 import { buildGovernanceRuntime } from '../runtime/governance.js';
-import { registerProxyRoutes } from './proxy/route.js';
+import { refuseProxyRequest, registerProxyRoutes } from './proxy/route.js';
 import { registerStatsRoute } from './stats.js';
 import { registerAgentApprovalRoute } from '../approvals/agent-route.js';
 import { registerMcpRoutes } from './mcp/index.js';
@@ -35,19 +34,9 @@ export async function buildGatewayApp(services: Services): Promise<FastifyInstan
 
 /** A target the router cannot decode (bad percent-encoding) never reaches a route: it still gets the DESIGN §6 body and, on the proxy, its one audit entry. */
 async function answerUndecodableUrl(services: Services, req: FastifyRequest, reply: FastifyReply): Promise<void> {
-  const proxy = req.url.startsWith('/proxy/');
-  const error = new GatehouseError(proxy ? 'invalid_path' : 'invalid_request');
   void reply.header('x-request-id', req.id);
-  if (proxy) {
-    const audit = services.auditor.begin({ channel: 'http', request_id: req.id, client_ip: req.ip, method: req.method, source_id: null });
-    try {
-      await audit.end({ ...auditFailure(error), bytes_out: 0 });
-    } catch (auditErr) {
-      const unavailable = isGatehouseError(auditErr) ? auditErr : new GatehouseError('audit_unavailable');
-      void reply.code(unavailable.spec.http).send({ error: unavailable.code, message: unavailable.message, request_id: req.id });
-      return;
-    }
-  }
+  if (req.url.startsWith('/proxy/')) return void (await refuseProxyRequest(services.auditor, req, reply, new GatehouseError('invalid_path')));
+  const error = new GatehouseError('invalid_request');
   void reply.code(error.spec.http).send({ error: error.code, message: error.message, request_id: req.id });
 }
 

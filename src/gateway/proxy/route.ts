@@ -27,6 +27,23 @@ function errorBody(err: GatehouseError, requestId: string) {
   return { error: err.code, message: err.message, request_id: requestId };
 }
 
+/** What the client gets when a request's entry cannot be recorded: nothing of the answer leaves (strict durability, issue 5). */
+function auditUnavailable(auditErr: unknown): GatehouseError {
+  return isGatehouseError(auditErr) ? auditErr : new GatehouseError('audit_unavailable');
+}
+
+/** A proxy request refused before the pipeline (body unreadable, URL undecodable): its one audit entry, then the error, or 503 when the entry cannot be recorded. */
+export async function refuseProxyRequest(auditor: Auditor, req: FastifyRequest, reply: FastifyReply, error: GatehouseError): Promise<FastifyReply> {
+  const audit = auditor.begin({ channel: 'http', request_id: req.id, client_ip: req.ip, method: req.method, source_id: sourceIdOf(req) });
+  try {
+    await audit.end({ ...auditFailure(error), bytes_out: 0 });
+  } catch (auditErr) {
+    const unavailable = auditUnavailable(auditErr);
+    return reply.code(unavailable.spec.http).send(errorBody(unavailable, req.id));
+  }
+  return reply.code(error.spec.http).type('application/json; charset=utf-8').send(errorBody(error, req.id));
+}
+
 function bodyError(err: unknown): GatehouseError {
   if (isGatehouseError(err)) return err;
   const e = err as { statusCode?: number; code?: string };
@@ -46,17 +63,7 @@ export function registerProxyRoutes(app: FastifyInstance, deps: ProxyRouteDeps):
     scope.removeAllContentTypeParsers();
     scope.addContentTypeParser('*', { parseAs: 'buffer', bodyLimit: deps.requestBodyBytes }, (_req, body, done) => done(null, body));
     // A body refused while it is read (413, malformed framing) never reaches the handler; it still gets its one audit entry.
-    scope.setErrorHandler(async (err, req, reply) => {
-      const error = bodyError(err);
-      const audit = deps.auditor.begin({ channel: 'http', request_id: req.id, client_ip: req.ip, method: req.method, source_id: sourceIdOf(req) });
-      try {
-        await audit.end({ ...auditFailure(error), bytes_out: 0 });
-      } catch (auditErr) {
-        const unavailable = isGatehouseError(auditErr) ? auditErr : new GatehouseError('audit_unavailable');
-        return reply.code(unavailable.spec.http).send(errorBody(unavailable, req.id));
-      }
-      return reply.code(error.spec.http).type('application/json; charset=utf-8').send(errorBody(error, req.id));
-    });
+    scope.setErrorHandler((err, req, reply) => refuseProxyRequest(deps.auditor, req, reply, bodyError(err)));
 
     const handler = async (req: FastifyRequest<{ Params: { source_id: string } }>, reply: FastifyReply) => {
       const audit = deps.auditor.begin({
@@ -112,7 +119,7 @@ export function registerProxyRoutes(app: FastifyInstance, deps: ProxyRouteDeps):
         if (clientGone) await audit.endOnAbort(finalFields);
         else await audit.end(finalFields);
       } catch (auditErr) {
-        const unavailable = isGatehouseError(auditErr) ? auditErr : new GatehouseError('audit_unavailable');
+        const unavailable = auditUnavailable(auditErr);
         return reply.code(unavailable.spec.http).send(errorBody(unavailable, req.id));
       }
 
