@@ -95,13 +95,6 @@ export class Secrets {
     return this.#values.get(path);
   }
 
-  /** The value, or a TypeError for a missing secret: a misuse by the caller, as the loader guarantees presence where required. */
-  require(path: string): string {
-    const value = this.#values.get(path);
-    if (value === undefined) throw new TypeError(`secret ${path} is not configured`);
-    return value;
-  }
-
   has(path: string): boolean {
     return this.#values.has(path);
   }
