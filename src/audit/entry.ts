@@ -1,5 +1,6 @@
 // The canonical audit entry (DESIGN §6, spec §6.4): one typed record for every channel, its validation, id generation and secret masking.
 import { randomFillSync } from 'node:crypto';
+import { MASK, maskUrlCredentials } from '../config/secrets.js';
 
 export const AUDIT_CHANNELS = ['http', 'pgwire', 'mcp', 'admin'] as const;
 export type AuditChannel = (typeof AUDIT_CHANNELS)[number];
@@ -166,12 +167,10 @@ export function assertValidEntry(e: AuditEntry): void {
 // ---------------------------------------------------------------------------------------------
 // Secret masking for admin before/after
 
-export const CHANGE_MASK = '****';
-
 /** Key names whose values are credentials (matched on the lower-cased key). */
 const SECRET_KEY_RE = /(pass(word|wd|phrase)?|secret|token|api_?key|private_?key|auth_header|authorization|cookie|pepper|credential|signing_key|dsn)$/;
-/** Values that are a whole URL with embedded credentials (postgres://user:pw@host). */
-const URL_WITH_PASSWORD_RE = /^([a-z][a-z0-9+.-]*:\/\/[^/:@\s]*):[^@\s/]*@/i;
+/** Values that are a whole URL: their userinfo password and credential query parameters are masked as in the printed config. */
+const URL_RE = /^[a-z][a-z0-9+.-]*:\/\//i;
 
 function isSecretKey(key: string): boolean {
   const k = key.toLowerCase();
@@ -182,7 +181,7 @@ function isSecretKey(key: string): boolean {
 
 function maskValue(value: unknown): unknown {
   if (value === null || value === undefined || value === '') return value;
-  return CHANGE_MASK;
+  return MASK;
 }
 
 /**
@@ -192,8 +191,8 @@ function maskValue(value: unknown): unknown {
  * and passwords embedded in URLs are masked wherever they appear.
  */
 export function sanitizeChanges(value: unknown, depth = 0): unknown {
-  if (depth > 32) return CHANGE_MASK;
-  if (typeof value === 'string') return value.replace(URL_WITH_PASSWORD_RE, `$1:${CHANGE_MASK}@`);
+  if (depth > 32) return MASK;
+  if (typeof value === 'string') return URL_RE.test(value) ? maskUrlCredentials(value) : value;
   if (Array.isArray(value)) return value.map((v) => sanitizeChanges(v, depth + 1));
   if (value instanceof Date) return value.toISOString();
   if (typeof value === 'object' && value !== null) {

@@ -64,4 +64,9 @@ describe('sanitizeChanges', () => {
     expect(out.client_secret).toBeNull();
     expect(JSON.stringify(auditChanges(before, { ...before, name: 'orders2' }))).not.toMatch(/hunter2|gh_live_abc|Bearer x|:pw@/);
   });
+
+  it('masks URL credentials as the printed configuration does: userinfo password and credential query parameters', () => {
+    expect(sanitizeChanges({ dsn_url: 'postgres://u@db/x?sslmode=require&password=hunter2' })).toEqual({ dsn_url: 'postgres://u@db/x?sslmode=require&password=****' });
+    expect(sanitizeChanges(['redis://:pw@cache:6379/0', 'plain text: not a URL'])).toEqual(['redis://:****@cache:6379/0', 'plain text: not a URL']);
+  });
 });
