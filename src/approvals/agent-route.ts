@@ -10,6 +10,33 @@ export interface AgentApprovalRouteDeps {
   authenticate(authorization: string | undefined): Promise<AgentIdentity>;
 }
 
+/** One approval as its agent sees it: state and result, nothing of the request or who decided. */
+export interface AgentApprovalView {
+  id: number;
+  status: string;
+  source_id: string;
+  created_at: string;
+  expires_at: string | null;
+  executed_at: string | null;
+  result: unknown;
+}
+
+/** The caller's own approval (GET /approvals/{id}, MCP get_approval); another identity's answers exactly like a missing one, so ids reveal nothing (not 403). */
+export async function agentApproval(db: Db, identity: Pick<AgentIdentity, 'id'>, id: number): Promise<AgentApprovalView> {
+  const row = await getApproval(db, id);
+  if (!row || row.identity_id !== identity.id) throw new GatehouseError('not_found', 'Approval not found.');
+  return {
+    id: row.id,
+    status: row.status,
+    source_id: row.source_id,
+    created_at: row.created_at.toISOString(),
+    expires_at: row.expires_at?.toISOString() ?? null,
+    executed_at: row.executed_at?.toISOString() ?? null,
+    // Stored bounded (approvals.max_result_bytes) and already redacted by the pipeline's redaction stage.
+    result: row.result ?? null,
+  };
+}
+
 const ID = /^[1-9][0-9]{0,9}$/;
 const MAX_ID = 2_147_483_647;
 
@@ -19,18 +46,6 @@ export function registerAgentApprovalRoute(app: FastifyInstance, deps: AgentAppr
     const identity = await deps.authenticate(req.headers.authorization);
     const raw = req.params.approval_id;
     if (!ID.test(raw) || Number(raw) > MAX_ID) throw new GatehouseError('invalid_request', 'The approval id must be a positive integer.');
-    const row = await getApproval(deps.db, Number(raw));
-    // Another identity's approval answers exactly like a missing one, so ids reveal nothing (not 403).
-    if (!row || row.identity_id !== identity.id) throw new GatehouseError('not_found', 'Approval not found.');
-    return {
-      id: row.id,
-      status: row.status,
-      source_id: row.source_id,
-      created_at: row.created_at.toISOString(),
-      expires_at: row.expires_at?.toISOString() ?? null,
-      executed_at: row.executed_at?.toISOString() ?? null,
-      // Stored bounded (approvals.max_result_bytes) and already redacted by the pipeline's redaction stage.
-      result: row.result ?? null,
-    };
+    return agentApproval(deps.db, identity, Number(raw));
   });
 }
