@@ -5,6 +5,7 @@ import { registerHealthRoutes } from '../health/routes.js';
 import { errorRegistry, isGatehouseError } from '../errors/registry.js';
 import type { Services } from '../runtime/services.js';
 import { ApiRegistry } from './api/route.js';
+import { storeErrorAsHttp } from './api/shared.js';
 import { adminModules } from './modules.js';
 
 /** The admin API description version (spec §9). */
@@ -28,12 +29,13 @@ export async function buildAdminApp(services: Services): Promise<FastifyInstance
   return app;
 }
 
-/** Admin errors: `{detail}` bodies as the admin API describes them (DESIGN §5); validation errors carry the HTTPValidationError shape. */
+/** Admin errors: `{detail}` bodies as the admin API describes them (DESIGN §5); validation errors carry the HTTPValidationError shape; repository errors are translated here, once for every route. */
 export function setAdminErrorHandler(app: FastifyInstance): void {
   app.setNotFoundHandler((_req, reply) => {
     void reply.code(404).send({ detail: 'Not found' });
   });
-  app.setErrorHandler((err, req, reply) => {
+  app.setErrorHandler((raw, req, reply) => {
+    const err = storeErrorAsHttp(raw) ?? raw;
     if (isGatehouseError(err)) {
       if (err.retryAfterSeconds !== undefined) void reply.header('retry-after', String(err.retryAfterSeconds));
       const body = err.code === 'validation_failed' && err.details?.detail ? { detail: err.details.detail } : { detail: err.message, code: err.code };

@@ -1,6 +1,5 @@
 // Policy writes in one transaction each, under the version-counter lock, returning before/after and the new policy set version.
 import { GatehouseError } from '../errors/registry.js';
-import { ConflictError } from '../store/errors.js';
 import {
   createPolicy,
   deletePolicy,
@@ -28,38 +27,25 @@ export interface NewPolicy {
   enabled: boolean;
 }
 
-function conflict(err: unknown): never {
-  if (err instanceof ConflictError) throw new GatehouseError('conflict', 'A policy with this name already exists.');
-  throw err;
-}
-
 export async function createPolicyVersioned(db: Db, input: NewPolicy): Promise<PolicyWrite> {
-  try {
-    return await db.transaction().execute(async (trx) => {
-      await lockPolicySetVersion(trx);
-      const after = await createPolicy(trx, input);
-      return { before: null, after, version: await getPolicySetVersion(trx) };
-    });
-  } catch (err) {
-    return conflict(err);
-  }
+  return db.transaction().execute(async (trx) => {
+    await lockPolicySetVersion(trx);
+    const after = await createPolicy(trx, input);
+    return { before: null, after, version: await getPolicySetVersion(trx) };
+  });
 }
 
 /** `check` sees the merged result before it is written, so conditions/actions are validated as a whole. */
 export async function updatePolicyVersioned(db: Db, id: number, patch: PolicyPatch, check: (merged: Policy) => void): Promise<PolicyWrite> {
-  try {
-    return await db.transaction().execute(async (trx) => {
-      await lockPolicySetVersion(trx);
-      const before = await trx.selectFrom('policies').selectAll().where('id', '=', id).forUpdate().executeTakeFirst();
-      if (!before) throw new GatehouseError('not_found', 'Policy not found.');
-      check({ ...before, ...patch } as Policy);
-      const after = await updatePolicy(trx, id, patch);
-      if (!after) throw new GatehouseError('not_found', 'Policy not found.');
-      return { before, after, version: await getPolicySetVersion(trx) };
-    });
-  } catch (err) {
-    return conflict(err);
-  }
+  return db.transaction().execute(async (trx) => {
+    await lockPolicySetVersion(trx);
+    const before = await trx.selectFrom('policies').selectAll().where('id', '=', id).forUpdate().executeTakeFirst();
+    if (!before) throw new GatehouseError('not_found', 'Policy not found.');
+    check({ ...before, ...patch } as Policy);
+    const after = await updatePolicy(trx, id, patch);
+    if (!after) throw new GatehouseError('not_found', 'Policy not found.');
+    return { before, after, version: await getPolicySetVersion(trx) };
+  });
 }
 
 export async function deletePolicyVersioned(db: Db, id: number): Promise<PolicyWrite> {
@@ -90,26 +76,22 @@ export interface ImportResult {
  * The version advances exactly once, however many rows change; an import that changes nothing keeps it.
  */
 export async function applyImportVersioned(db: Db, replan: (trx: Db) => Promise<ImportWrite[]>): Promise<ImportResult> {
-  try {
-    return await db.transaction().execute(async (trx) => {
-      const start = await lockPolicySetVersion(trx);
-      const writes = await replan(trx);
-      const created: Policy[] = [];
-      const updated: Array<{ before: Policy; after: Policy }> = [];
-      for (const w of writes) {
-        if (w.kind === 'create') {
-          created.push(await createPolicy(trx, w.policy));
-          continue;
-        }
-        const before = await getPolicyById(trx, w.id as number);
-        const after = before ? await updatePolicy(trx, before.id, w.policy) : undefined;
-        if (!before || !after) throw new GatehouseError('conflict', `Policy ${String(w.id)} changed during the import; preview again.`);
-        updated.push({ before, after });
+  return db.transaction().execute(async (trx) => {
+    const start = await lockPolicySetVersion(trx);
+    const writes = await replan(trx);
+    const created: Policy[] = [];
+    const updated: Array<{ before: Policy; after: Policy }> = [];
+    for (const w of writes) {
+      if (w.kind === 'create') {
+        created.push(await createPolicy(trx, w.policy));
+        continue;
       }
-      const version = writes.length === 0 ? start : await setPolicySetVersion(trx, start + 1);
-      return { created, updated, version };
-    });
-  } catch (err) {
-    return conflict(err);
-  }
+      const before = await getPolicyById(trx, w.id as number);
+      const after = before ? await updatePolicy(trx, before.id, w.policy) : undefined;
+      if (!before || !after) throw new GatehouseError('conflict', `Policy ${String(w.id)} changed during the import; preview again.`);
+      updated.push({ before, after });
+    }
+    const version = writes.length === 0 ? start : await setPolicySetVersion(trx, start + 1);
+    return { created, updated, version };
+  });
 }

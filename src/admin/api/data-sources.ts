@@ -12,10 +12,11 @@ import { carryMaskedCredentials, maskSourceConfig, type ConnectorRegistry, type 
 import type { Connector } from '../../connectors/types.js';
 import { agentAuthDeps, revokeIdentityKeySessions } from '../../identity/index.js';
 import { GatehouseError } from '../../errors/registry.js';
+import { ConflictError } from '../../store/errors.js';
 import { requirePermission } from '../auth/principal.js';
 import type { AdminModuleContext } from '../modules.js';
 import { validationError, validationItems, type ValidationErrorItem } from '../../http/validation.js';
-import { audit, given, iso, metadataSchema, notFound, sourceIdSchema, storeCall } from './shared.js';
+import { audit, given, iso, metadataSchema, notFound, sourceIdSchema } from './shared.js';
 
 /** Whole connection test, connect and first answer included (spec §2 connection test). */
 export const CONNECTION_TEST_TIMEOUT_MS = 10_000;
@@ -172,13 +173,11 @@ export function buildDataSourceRoutes(ctx: AdminModuleContext, connectors: Conne
     tags: ['data-sources'],
     preHandler: read,
     handler: async () => {
-      const usage = await storeCall(() =>
-        services.db
-          .selectFrom('data_sources')
-          .select([sql<string>`coalesce(connector_key, source_type)`.as('key'), sql<number>`count(*)::int`.as('n')])
-          .groupBy(sql`coalesce(connector_key, source_type)`)
-          .execute(),
-      );
+      const usage = await services.db
+        .selectFrom('data_sources')
+        .select([sql<string>`coalesce(connector_key, source_type)`.as('key'), sql<number>`count(*)::int`.as('n')])
+        .groupBy(sql`coalesce(connector_key, source_type)`)
+        .execute();
       const byKey = new Map(usage.map((u) => [u.key, Number(u.n)]));
       return connectors.list().map((c) => ({
         key: c.key,
@@ -200,7 +199,7 @@ export function buildDataSourceRoutes(ctx: AdminModuleContext, connectors: Conne
     tags: ['data-sources'],
     preHandler: read,
     response: z.array(dataSourceResponse),
-    handler: async () => (await storeCall(() => listDataSources(services.db))).map(present),
+    handler: async () => (await listDataSources(services.db)).map(present),
   });
 
   api.route(app, {
@@ -237,17 +236,17 @@ export function buildDataSourceRoutes(ctx: AdminModuleContext, connectors: Conne
         });
       let row: DataSource | undefined;
       if (given(body.source_id)) {
-        row = await storeCall(() => create(body.source_id!));
+        row = await create(body.source_id!);
       } else {
         // A generated id takes the first free suffix; losing a race to another create moves on to the next one.
         const candidates = [base, ...Array.from({ length: 49 }, (_, i) => `${base}-${i + 2}`), `${base}-${randomBytes(4).toString('hex')}`];
         for (const candidate of candidates) {
-          if (candidate !== base && (await storeCall(() => getDataSourceBySourceId(services.db, candidate)))) continue;
+          if (candidate !== base && (await getDataSourceBySourceId(services.db, candidate))) continue;
           try {
-            row = await storeCall(() => create(candidate));
+            row = await create(candidate);
             break;
           } catch (err) {
-            if (!(err instanceof GatehouseError && err.code === 'conflict' && err.message.includes('source_id'))) throw err;
+            if (!(err instanceof ConflictError && err.field === 'source_id')) throw err;
           }
         }
         if (row === undefined) throw new GatehouseError('conflict', 'No free source_id could be derived from the name; give one.');
@@ -271,7 +270,7 @@ export function buildDataSourceRoutes(ctx: AdminModuleContext, connectors: Conne
       let connector: Connector;
       let config: Record<string, unknown>;
       if (!given(body.connection_config) && given(body.source_id)) {
-        const stored = await storeCall(() => getDataSourceBySourceId(services.db, body.source_id!));
+        const stored = await getDataSourceBySourceId(services.db, body.source_id!);
         if (!stored) throw notFound('data source');
         const c = connectorOf(stored);
         if (!c) throw new GatehouseError('invalid_request', 'The stored source has no connector in this build.');
@@ -303,7 +302,7 @@ export function buildDataSourceRoutes(ctx: AdminModuleContext, connectors: Conne
     params: sourceParams,
     response: dataSourceResponse,
     handler: async ({ params }) => {
-      const row = await storeCall(() => getDataSourceBySourceId(services.db, params.source_id));
+      const row = await getDataSourceBySourceId(services.db, params.source_id);
       if (!row) throw notFound('data source');
       return present(row);
     },
@@ -319,7 +318,7 @@ export function buildDataSourceRoutes(ctx: AdminModuleContext, connectors: Conne
     body: updateSchema,
     response: dataSourceResponse,
     handler: async ({ params, body, req }) => {
-      const before = await storeCall(() => getDataSourceBySourceId(services.db, params.source_id));
+      const before = await getDataSourceBySourceId(services.db, params.source_id);
       if (!before) throw notFound('data source');
       const sourceType = body.source_type ?? before.source_type;
       const connector = connectors.get(before.connector_key ?? sourceType);
@@ -337,16 +336,14 @@ export function buildDataSourceRoutes(ctx: AdminModuleContext, connectors: Conne
         }
         config = r.data as JsonObject;
       }
-      const row = await storeCall(() =>
-        updateDataSource(services.db, params.source_id, {
-          ...(given(body.name) ? { name: body.name } : {}),
-          ...(given(body.source_type) ? { source_type: body.source_type } : {}),
-          ...(given(body.cache_strategy) ? { cache_strategy: body.cache_strategy } : {}),
-          ...(given(body.enabled) ? { enabled: body.enabled } : {}),
-          ...(given(body.metadata) ? { metadata: body.metadata as JsonObject } : {}),
-          ...(config !== undefined ? { connection_config: config } : {}),
-        }),
-      );
+      const row = await updateDataSource(services.db, params.source_id, {
+        ...(given(body.name) ? { name: body.name } : {}),
+        ...(given(body.source_type) ? { source_type: body.source_type } : {}),
+        ...(given(body.cache_strategy) ? { cache_strategy: body.cache_strategy } : {}),
+        ...(given(body.enabled) ? { enabled: body.enabled } : {}),
+        ...(given(body.metadata) ? { metadata: body.metadata as JsonObject } : {}),
+        ...(config !== undefined ? { connection_config: config } : {}),
+      });
       if (!row) throw notFound('data source');
       await announce();
       const out = present(row);
@@ -364,10 +361,10 @@ export function buildDataSourceRoutes(ctx: AdminModuleContext, connectors: Conne
     params: sourceParams,
     response: z.object({ deleted: z.boolean(), source_id: z.string() }),
     handler: async ({ params, req }) => {
-      const before = await storeCall(() => getDataSourceBySourceId(services.db, params.source_id));
+      const before = await getDataSourceBySourceId(services.db, params.source_id);
       if (!before) throw notFound('data source');
-      const holders = await storeCall(() => listGrantsForSource(services.db, params.source_id));
-      const deleted = await storeCall(() => deleteDataSource(services.db, params.source_id));
+      const holders = await listGrantsForSource(services.db, params.source_id);
+      const deleted = await deleteDataSource(services.db, params.source_id);
       if (!deleted) throw notFound('data source');
       await revokeIdentityKeySessions(deps, holders.map((g) => g.identity_id));
       await announce();

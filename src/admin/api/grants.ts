@@ -12,7 +12,7 @@ import type { AdminModuleContext } from '../modules.js';
 import { intId } from './route.js';
 import { validationError } from '../../http/validation.js';
 import { sourceParams } from './data-sources.js';
-import { audit, given, iso, notFound, storeCall, timestampSchema } from './shared.js';
+import { audit, given, iso, notFound, timestampSchema } from './shared.js';
 
 const roleKeySchema = z.string().regex(/^[a-z0-9][a-z0-9_.-]{0,62}$/, 'must be 1-63 lowercase letters, digits, "_", "." or "-", starting with a letter or digit');
 
@@ -83,18 +83,18 @@ export function buildGrantRoutes(ctx: AdminModuleContext): void {
   const deps = agentAuthDeps(services);
 
   const requireSource = async (sourceId: string) => {
-    const source = await storeCall(() => getDataSourceBySourceId(services.db, sourceId));
+    const source = await getDataSourceBySourceId(services.db, sourceId);
     if (!source) throw notFound('data source');
     return source;
   };
   const requireIdentity = async (id: number) => {
-    const identity = await storeCall(() => getIdentityById(services.db, id));
+    const identity = await getIdentityById(services.db, id);
     if (!identity) throw notFound('identity');
     return identity;
   };
   /** A role's rules are part of every holder's decision: the grant-version trigger moved, so their key sessions go. */
   const revokeRoleHolders = async (sourceId: string, roleId: number) => {
-    const grants = await storeCall(() => listGrantsForSource(services.db, sourceId));
+    const grants = await listGrantsForSource(services.db, sourceId);
     await revokeIdentityKeySessions(deps, grants.filter((g) => g.role_id === roleId).map((g) => g.identity_id));
   };
 
@@ -108,7 +108,7 @@ export function buildGrantRoutes(ctx: AdminModuleContext): void {
     response: z.array(roleResponse),
     handler: async ({ params }) => {
       await requireSource(params.source_id);
-      return (await storeCall(() => listSourceRoles(services.db, params.source_id))).map(presentRole);
+      return (await listSourceRoles(services.db, params.source_id)).map(presentRole);
     },
   });
 
@@ -124,7 +124,7 @@ export function buildGrantRoutes(ctx: AdminModuleContext): void {
     successStatus: 201,
     handler: async ({ params, body, req }) => {
       await requireSource(params.source_id);
-      const role = await storeCall(() => createSourceRole(services.db, { source_id: params.source_id, role_key: body.role_key, description: body.description, enabled: body.enabled, rules: body.rules as never }));
+      const role = await createSourceRole(services.db, { source_id: params.source_id, role_key: body.role_key, description: body.description, enabled: body.enabled, rules: body.rules as never });
       const out = presentRole(role);
       await audit(services, req, 'source_role.create', { type: 'source_role', id: role.id }, { after: out }, 201);
       return out;
@@ -141,18 +141,16 @@ export function buildGrantRoutes(ctx: AdminModuleContext): void {
     response: z.array(roleResponse),
     handler: async ({ params, req }) => {
       const source = await requireSource(params.source_id);
-      const created = await storeCall(() =>
-        services.db.transaction().execute(async (tx) => {
-          const made: SourceRole[] = [];
-          for (const t of defaultRoles(source.source_type)) {
-            if (await getSourceRoleByKey(tx, source.source_id, t.role_key)) continue;
-            made.push(await createSourceRole(tx, { source_id: source.source_id, role_key: t.role_key, description: t.description, rules: t.rules as never }));
-          }
-          return made;
-        }),
-      );
+      const created = await services.db.transaction().execute(async (tx) => {
+        const made: SourceRole[] = [];
+        for (const t of defaultRoles(source.source_type)) {
+          if (await getSourceRoleByKey(tx, source.source_id, t.role_key)) continue;
+          made.push(await createSourceRole(tx, { source_id: source.source_id, role_key: t.role_key, description: t.description, rules: t.rules as never }));
+        }
+        return made;
+      });
       if (created.length > 0) await audit(services, req, 'source_role.create_defaults', { type: 'data_source', id: source.source_id }, { after: created.map(presentRole) });
-      return (await storeCall(() => listSourceRoles(services.db, source.source_id))).map(presentRole);
+      return (await listSourceRoles(services.db, source.source_id)).map(presentRole);
     },
   });
 
@@ -166,15 +164,13 @@ export function buildGrantRoutes(ctx: AdminModuleContext): void {
     body: roleUpdateSchema,
     response: roleResponse,
     handler: async ({ params, body, req }) => {
-      const before = await storeCall(() => getSourceRoleById(services.db, params.role_id));
+      const before = await getSourceRoleById(services.db, params.role_id);
       if (!before || before.source_id !== params.source_id) throw notFound('role');
-      const role = await storeCall(() =>
-        updateSourceRole(services.db, params.role_id, {
-          ...(given(body.description) ? { description: body.description } : {}),
-          ...(given(body.enabled) ? { enabled: body.enabled } : {}),
-          ...(given(body.rules) ? { rules: body.rules as never } : {}),
-        }),
-      );
+      const role = await updateSourceRole(services.db, params.role_id, {
+        ...(given(body.description) ? { description: body.description } : {}),
+        ...(given(body.enabled) ? { enabled: body.enabled } : {}),
+        ...(given(body.rules) ? { rules: body.rules as never } : {}),
+      });
       if (!role) throw notFound('role');
       await revokeRoleHolders(params.source_id, role.id);
       const out = presentRole(role);
@@ -192,10 +188,10 @@ export function buildGrantRoutes(ctx: AdminModuleContext): void {
     params: roleParams,
     response: z.object({ deleted: z.boolean(), id: z.number().int() }),
     handler: async ({ params, req }) => {
-      const before = await storeCall(() => getSourceRoleById(services.db, params.role_id));
+      const before = await getSourceRoleById(services.db, params.role_id);
       if (!before || before.source_id !== params.source_id) throw notFound('role');
-      const holders = (await storeCall(() => listGrantsForSource(services.db, params.source_id))).filter((g) => g.role_id === params.role_id);
-      if (!(await storeCall(() => deleteSourceRole(services.db, params.role_id)))) throw notFound('role');
+      const holders = (await listGrantsForSource(services.db, params.source_id)).filter((g) => g.role_id === params.role_id);
+      if (!(await deleteSourceRole(services.db, params.role_id))) throw notFound('role');
       await revokeIdentityKeySessions(deps, holders.map((g) => g.identity_id));
       await audit(services, req, 'source_role.delete', { type: 'source_role', id: params.role_id }, { before: presentRole(before) });
       return { deleted: true, id: params.role_id };
@@ -212,7 +208,7 @@ export function buildGrantRoutes(ctx: AdminModuleContext): void {
     response: z.array(grantResponse),
     handler: async ({ params }) => {
       await requireIdentity(params.id);
-      return (await storeCall(() => listGrantsForIdentity(services.db, params.id))).map(presentGrant);
+      return (await listGrantsForIdentity(services.db, params.id)).map(presentGrant);
     },
   });
 
@@ -231,19 +227,17 @@ export function buildGrantRoutes(ctx: AdminModuleContext): void {
       await requireSource(body.source_id);
       let role: SourceRole | undefined;
       if (given(body.role_id)) {
-        role = await storeCall(() => getSourceRoleById(services.db, body.role_id!));
+        role = await getSourceRoleById(services.db, body.role_id!);
         if (!role || role.source_id !== body.source_id) throw notFound('role on this data source');
         if (given(body.role_key) && body.role_key !== role.role_key) {
           throw validationError([{ loc: ['body', 'role_key'], msg: 'does not match the role named by role_id', type: 'value_error' }]);
         }
       } else {
-        role = await storeCall(() => getSourceRoleByKey(services.db, body.source_id, body.role_key!));
+        role = await getSourceRoleByKey(services.db, body.source_id, body.role_key!);
         if (!role) throw notFound('role on this data source');
       }
       const roleId = role.id;
-      const grant = await storeCall(() =>
-        createGrant(services.db, { identity_id: params.id, source_id: body.source_id, role_id: roleId, expires_at: body.expires_at ?? null, granted_by: req.admin?.id ?? null }),
-      );
+      const grant = await createGrant(services.db, { identity_id: params.id, source_id: body.source_id, role_id: roleId, expires_at: body.expires_at ?? null, granted_by: req.admin?.id ?? null });
       await revokeIdentityKeySessions(deps, [params.id]);
       const out = presentGrant(grant);
       await audit(services, req, 'grant.create', { type: 'grant', id: grant.id }, { after: out }, 201);
@@ -261,14 +255,12 @@ export function buildGrantRoutes(ctx: AdminModuleContext): void {
     body: grantUpdateSchema,
     response: grantResponse,
     handler: async ({ params, body, req }) => {
-      const before = await storeCall(() => getGrantById(services.db, params.grant_id));
+      const before = await getGrantById(services.db, params.grant_id);
       if (!before || before.identity_id !== params.id) throw notFound('grant');
-      const grant = await storeCall(() =>
-        updateGrant(services.db, params.grant_id, {
-          ...(given(body.enabled) ? { enabled: body.enabled } : {}),
-          ...(body.expires_at !== undefined ? { expires_at: body.expires_at } : {}),
-        }),
-      );
+      const grant = await updateGrant(services.db, params.grant_id, {
+        ...(given(body.enabled) ? { enabled: body.enabled } : {}),
+        ...(body.expires_at !== undefined ? { expires_at: body.expires_at } : {}),
+      });
       if (!grant) throw notFound('grant');
       await revokeIdentityKeySessions(deps, [params.id]);
       const out = presentGrant(grant);
@@ -286,9 +278,9 @@ export function buildGrantRoutes(ctx: AdminModuleContext): void {
     params: grantParams,
     response: z.object({ deleted: z.boolean(), id: z.number().int() }),
     handler: async ({ params, req }) => {
-      const before = await storeCall(() => getGrantById(services.db, params.grant_id));
+      const before = await getGrantById(services.db, params.grant_id);
       if (!before || before.identity_id !== params.id) throw notFound('grant');
-      if (!(await storeCall(() => deleteGrant(services.db, params.grant_id, params.id)))) throw notFound('grant');
+      if (!(await deleteGrant(services.db, params.grant_id, params.id))) throw notFound('grant');
       await revokeIdentityKeySessions(deps, [params.id]);
       await audit(services, req, 'grant.delete', { type: 'grant', id: params.grant_id }, { before: presentGrant(before) });
       return { deleted: true, id: params.grant_id };

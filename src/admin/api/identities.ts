@@ -7,7 +7,7 @@ import { agentAuthDeps, revokeKeySessions } from '../../identity/index.js';
 import { requirePermission } from '../auth/principal.js';
 import type { AdminModule } from '../modules.js';
 import { intId } from './route.js';
-import { audit, given, iso, metadataSchema, notFound, storeCall } from './shared.js';
+import { audit, given, iso, metadataSchema, notFound } from './shared.js';
 
 const NAME = /^[A-Za-z0-9][A-Za-z0-9 ._@:+-]*$/;
 const nameSchema = z.string().min(1).max(128).regex(NAME, 'must start with a letter or digit and use letters, digits, spaces or . _ @ : + -');
@@ -116,7 +116,7 @@ export const identitiesModule: AdminModule = ({ app, api, services }) => {
     tags: ['identities'],
     preHandler: read,
     response: z.array(identityResponse),
-    handler: async () => (await storeCall(() => listIdentities(services.db))).map(publicIdentity),
+    handler: async () => (await listIdentities(services.db)).map(publicIdentity),
   });
 
   api.route(app, {
@@ -132,18 +132,16 @@ export const identitiesModule: AdminModule = ({ app, api, services }) => {
       const generated = body.api_key === undefined;
       const key = body.api_key ?? generateApiKey();
       const material = await keyMaterial(pepper(), key);
-      const row = await storeCall(() =>
-        createIdentity(services.db, {
-          name: body.name,
-          agent_type: body.agent_type,
-          enabled: body.enabled,
-          mapped_pg_role: body.mapped_pg_role,
-          metadata: body.metadata as never,
-          roles: body.roles,
-          team: body.team,
-          ...material,
-        }),
-      );
+      const row = await createIdentity(services.db, {
+        name: body.name,
+        agent_type: body.agent_type,
+        enabled: body.enabled,
+        mapped_pg_role: body.mapped_pg_role,
+        metadata: body.metadata as never,
+        roles: body.roles,
+        team: body.team,
+        ...material,
+      });
       const out = publicIdentity(row);
       await audit(services, req, 'identity.create', { type: 'identity', id: row.id }, { after: { ...out, api_key: generated ? 'generated' : 'supplied' } }, 201);
       // A supplied key is not echoed: the caller has it, and responses never carry a secret they do not have to.
@@ -160,7 +158,7 @@ export const identitiesModule: AdminModule = ({ app, api, services }) => {
     params: idParams,
     response: identityResponse,
     handler: async ({ params }) => {
-      const row = await storeCall(() => getIdentityById(services.db, params.id));
+      const row = await getIdentityById(services.db, params.id);
       if (!row) throw notFound('identity');
       return publicIdentity(row);
     },
@@ -176,7 +174,7 @@ export const identitiesModule: AdminModule = ({ app, api, services }) => {
     body: updateSchema,
     response: identityResponse,
     handler: async ({ params, body, req }) => {
-      const before = await storeCall(() => getIdentityById(services.db, params.id));
+      const before = await getIdentityById(services.db, params.id);
       if (!before) throw notFound('identity');
       const patch = {
         ...(given(body.agent_type) ? { agent_type: body.agent_type } : {}),
@@ -187,7 +185,7 @@ export const identitiesModule: AdminModule = ({ app, api, services }) => {
         ...(body.mapped_pg_role !== undefined ? { mapped_pg_role: body.mapped_pg_role } : {}),
         ...(body.team !== undefined ? { team: body.team } : {}),
       };
-      const row = await storeCall(() => updateIdentity(services.db, params.id, patch));
+      const row = await updateIdentity(services.db, params.id, patch);
       if (!row) throw notFound('identity');
       await revokeKeySessions(deps, [before.api_key_digest, row.api_key_digest]);
       const out = publicIdentity(row);
@@ -205,9 +203,9 @@ export const identitiesModule: AdminModule = ({ app, api, services }) => {
     params: idParams,
     response: z.object({ deleted: z.boolean(), id: z.number().int() }),
     handler: async ({ params, req }) => {
-      const before = await storeCall(() => getIdentityById(services.db, params.id));
+      const before = await getIdentityById(services.db, params.id);
       if (!before) throw notFound('identity');
-      const deleted = await storeCall(() => deleteIdentity(services.db, params.id));
+      const deleted = await deleteIdentity(services.db, params.id);
       if (!deleted) throw notFound('identity');
       await revokeKeySessions(deps, [before.api_key_digest]);
       await audit(services, req, 'identity.delete', { type: 'identity', id: params.id }, { before: publicIdentity(before) });
@@ -224,11 +222,11 @@ export const identitiesModule: AdminModule = ({ app, api, services }) => {
     params: idParams,
     response: z.object({ api_key: z.string() }),
     handler: async ({ params, req }) => {
-      const before = await storeCall(() => getIdentityById(services.db, params.id));
+      const before = await getIdentityById(services.db, params.id);
       if (!before) throw notFound('identity');
       const key = generateApiKey();
       const material = await keyMaterial(pepper(), key);
-      const row = await storeCall(() => updateIdentity(services.db, params.id, material));
+      const row = await updateIdentity(services.db, params.id, material);
       if (!row) throw notFound('identity');
       await revokeKeySessions(deps, [before.api_key_digest]);
       await audit(services, req, 'identity.rotate_key', { type: 'identity', id: params.id }, { before: { api_key: 'previous key' }, after: { api_key: 'generated' } });

@@ -1,4 +1,4 @@
-// Helpers shared by the identity, data-source and grant admin modules: store-error translation, the audit call, common field schemas.
+// Helpers shared by the admin API modules: store-error translation, the audit call, common field schemas.
 import type { FastifyRequest } from 'fastify';
 import { z } from 'zod';
 import { GatehouseError } from '../../errors/registry.js';
@@ -7,18 +7,20 @@ import type { AdminAuditEvent } from '../audit-events.js';
 import type { Services } from '../../runtime/services.js';
 import { validationError } from '../../http/validation.js';
 
-/** Translates repository errors at the API boundary: 409 for duplicates, 422 for a dangling reference, 503 for a lost store. */
-export async function storeCall<T>(run: () => Promise<T>): Promise<T> {
-  try {
-    return await run();
-  } catch (err) {
-    if (err instanceof ConflictError) throw new GatehouseError('conflict', `A ${err.resource} with this ${err.field} already exists.`);
-    if (err instanceof InvalidReferenceError) {
-      throw validationError([{ loc: ['body', err.field], msg: `${err.field} refers to a record that does not exist`, type: 'value_error.reference' }]);
-    }
-    if (err instanceof StoreUnavailableError) throw new GatehouseError('store_unavailable', undefined, { cause: err });
-    throw err;
+/**
+ * Repository errors as the admin API answers them (the admin error handler calls this for every route):
+ * 409 for a duplicate, 422 for a dangling reference, 503 for a lost store; null for any other error.
+ */
+export function storeErrorAsHttp(err: unknown): GatehouseError | null {
+  if (err instanceof ConflictError) {
+    const article = /^[aeiou]/i.test(err.resource) ? 'An' : 'A';
+    return new GatehouseError('conflict', `${article} ${err.resource} with this ${err.field} already exists.`);
   }
+  if (err instanceof InvalidReferenceError) {
+    return validationError([{ loc: ['body', err.field], msg: `${err.field} refers to a record that does not exist`, type: 'value_error.reference' }]);
+  }
+  if (err instanceof StoreUnavailableError) return new GatehouseError('store_unavailable', undefined, { cause: err });
+  return null;
 }
 
 export function notFound(what: string): GatehouseError {

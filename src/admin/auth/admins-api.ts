@@ -1,7 +1,6 @@
 // Admin user management for owners (/api/admins) and each admin's own API tokens (/api/admin-tokens).
 import { z } from 'zod';
 import { GatehouseError } from '../../errors/registry.js';
-import { ConflictError } from '../../store/errors.js';
 import {
   createAdminUser,
   deleteAdminUser,
@@ -97,15 +96,6 @@ function checkPassword(password: string, name: string): void {
   if (problems.length > 0) throw validationError([{ loc: ['body', 'password'], msg: `The password ${problems.join('; ')}`, type: 'value_error' }]);
 }
 
-async function conflictAsHttp<T>(run: () => Promise<T>): Promise<T> {
-  try {
-    return await run();
-  } catch (err) {
-    if (err instanceof ConflictError) throw new GatehouseError('conflict', 'An admin user with this username already exists.');
-    throw err;
-  }
-}
-
 /** 409 when the change would leave no enabled owner; call inside the transaction that makes the change. */
 async function keepAnOwner(trx: Db, target: AdminUser, stillOwner: boolean): Promise<void> {
   const owners = await lockEnabledOwners(trx);
@@ -154,15 +144,13 @@ export function registerAdminUserRoutes({ app, api, services }: AdminModuleConte
     preHandler: requirePermission('admins:manage'),
     handler: async ({ body, req }) => {
       checkPassword(body.password, body.username);
-      const created = await conflictAsHttp(async () =>
-        createAdminUser(db, {
-          username: body.username,
-          password_hash: await hashPassword(body.password),
-          roles: body.roles,
-          enabled: body.enabled,
-          must_change_password: body.must_change_password,
-        }),
-      );
+      const created = await createAdminUser(db, {
+        username: body.username,
+        password_hash: await hashPassword(body.password),
+        roles: body.roles,
+        enabled: body.enabled,
+        must_change_password: body.must_change_password,
+      });
       const after = viewAdmin(created);
       await adminAudit.record(auditOf(req, { action: 'admin_user.create', outcome: 'success', status: 201, target: { type: 'admin_user', id: created.id }, changes: { after } }));
       return after;
@@ -192,7 +180,7 @@ export function registerAdminUserRoutes({ app, api, services }: AdminModuleConte
         if (body.enabled !== undefined) patch.enabled = body.enabled;
         if (body.must_change_password !== undefined) patch.must_change_password = body.must_change_password;
         // updateAdminUser advances auth_version in the same UPDATE when username, roles or enabled change (spec §5.3).
-        let updated = await conflictAsHttp(() => updateAdminUser(trx, current.id, patch));
+        let updated = await updateAdminUser(trx, current.id, patch);
         if (updated && passwordHash !== undefined) {
           // A password set by an owner also ends the admin's sessions (setAdminPassword advances auth_version).
           updated = await setAdminPassword(trx, current.id, passwordHash, body.must_change_password ?? updated.must_change_password);
