@@ -6,6 +6,7 @@ import { ConflictError, InvalidReferenceError, StoreUnavailableError } from '../
 import type { AdminAuditEvent } from '../audit-events.js';
 import type { Services } from '../../runtime/services.js';
 import { validationError } from '../../http/validation.js';
+import { auditOf } from '../auth/routes.js';
 
 /**
  * Repository errors as the admin API answers them (the admin error handler calls this for every route):
@@ -27,7 +28,7 @@ export function notFound(what: string): GatehouseError {
   return new GatehouseError('not_found', `${what} not found`);
 }
 
-/** Records an admin action; `changes` must already be masked by the caller (maskSourceConfig, publicIdentity). */
+/** Records a successful admin action; `changes` must already be masked by the caller (maskSourceConfig, publicIdentity). */
 export async function audit(
   services: Services,
   req: FastifyRequest,
@@ -37,17 +38,7 @@ export async function audit(
   status = 200,
   details?: Record<string, unknown>,
 ): Promise<void> {
-  await services.adminAudit.record({
-    request_id: String(req.id),
-    admin_user_id: req.admin?.id ?? null,
-    action,
-    target,
-    changes,
-    outcome: 'success',
-    status,
-    client_ip: req.ip ?? null,
-    ...(details ? { details } : {}),
-  });
+  await services.adminAudit.record(auditOf(req, { action, target, changes, outcome: 'success', status, ...(details ? { details } : {}) }));
 }
 
 export const METADATA_MAX_BYTES = 16 * 1024;
