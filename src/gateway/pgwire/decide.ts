@@ -9,6 +9,7 @@ import type { AgentIdentity } from '../../identity/index.js';
 import { toAgentIdentity } from '../../identity/index.js';
 import { getIdentityById } from '../../store/repos/identities.js';
 import type { Db } from '../../store/repos/util.js';
+import { UpstreamSqlError } from '../../connectors/postgres-exec.js';
 import type { ErrorFields } from './protocol.js';
 
 /**
@@ -36,8 +37,9 @@ export interface WireDecider {
   readonly sourceId: string;
 }
 
-/** The ErrorResponse fields of a refusal: the registry's SQLSTATE, its safe message. */
+/** The one place a wire failure becomes ErrorResponse fields: the registry's SQLSTATE and safe message, or an upstream error's own (already sanitized). */
 export function errorFieldsOf(err: unknown): ErrorFields {
+  if (err instanceof UpstreamSqlError) return { sqlstate: err.sqlstate, message: err.message };
   const e = asGatehouseError(err);
   const sqlstate = typeof e.details?.sqlstate === 'string' ? e.details.sqlstate : e.spec.sqlstate;
   return { sqlstate, message: e.message, ...(e.retryAfterSeconds !== undefined ? { hint: `Retry after ${e.retryAfterSeconds} s.` } : {}) };
@@ -101,10 +103,6 @@ export function endRecorded(d: Pick<WireDecider, 'pipeline'>, audit: AuditContex
       return false;
     },
   );
-}
-
-export function endQuietly(d: Pick<WireDecider, 'pipeline'>, audit: AuditContext, fields: Parameters<AuditContext['end']>[0]): void {
-  void endRecorded(d, audit, fields);
 }
 
 export interface IdentityState {

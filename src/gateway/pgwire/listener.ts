@@ -11,7 +11,7 @@ import type { Db } from '../../store/repos/util.js';
 import { getIdentityByName, getIdentityByPgUsername } from '../../store/repos/identities.js';
 import { parseScramVerifier, toAgentIdentity, type AgentIdentity } from '../../identity/index.js';
 import { isGatehouseError } from '../../errors/registry.js';
-import { quoteIdent, quoteLiteral, type UpstreamConnection, type UpstreamPools } from '../../connectors/postgres-exec.js';
+import { UpstreamSqlError, quoteIdent, quoteLiteral, type UpstreamConnection, type UpstreamPools } from '../../connectors/postgres-exec.js';
 import {
   AUTH_OK,
   AUTH_SASL,
@@ -308,8 +308,9 @@ class WireConnection {
     } catch (err) {
       if (this.#upstream) await deps.pools.release(this.#upstream).catch(() => undefined);
       this.#upstream = null;
-      const fields = isGatehouseError(err) ? errorFieldsOf(err) : { sqlstate: (err as { sqlstate?: string }).sqlstate ?? '08006', message: (err as Error).message };
-      return this.#fatal(fields);
+      // Only deliberate errors and the upstream's own (sanitized) reach the client; anything else is logged and answered XX000.
+      if (!isGatehouseError(err) && !(err instanceof UpstreamSqlError)) this.ctx.log.error({ err }, 'wire session setup failed');
+      return this.#fatal(errorFieldsOf(err));
     }
     if (this.#state === 'closed') return void (await this.#cleanup());
     const upstream = this.#upstream;
