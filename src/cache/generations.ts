@@ -253,7 +253,8 @@ function parseGeneration(raw: string): number {
   return Number.isSafeInteger(value) && value >= 0 ? value : 0;
 }
 
-function errCode(err: unknown): string {
+/** The error's code (or class) for the cache modules' logs: never its message, which may name a host or key. */
+export function errCode(err: unknown): string {
   if (err !== null && typeof err === 'object' && 'code' in err) return String((err as { code: unknown }).code);
   return err instanceof Error ? err.name : 'unknown';
 }

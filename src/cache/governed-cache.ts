@@ -6,7 +6,7 @@ import { GatehouseError } from '../errors/registry.js';
 import { cacheScopeKey } from '../governance/cache-scope.js';
 import type { CacheScope } from '../governance/cache-scope.js';
 import type { Logger } from '../observability/logger.js';
-import type { SourceGenerations } from './generations.js';
+import { errCode, type SourceGenerations } from './generations.js';
 import type { InvalidationBus } from './invalidation.js';
 
 export type CacheConfig = Pick<Config['cache'], 'enabled' | 'l1_ttl_seconds' | 'l1_max_entries' | 'l1_max_bytes' | 'l2_ttl_seconds' | 'strict_write_barriers'>;
@@ -368,9 +368,4 @@ function decodeL2(raw: string, key: CacheKey, now: number): { entry: CacheEntry;
   if (v.headers === null || typeof v.headers !== 'object' || Object.values(v.headers).some((h) => typeof h !== 'string')) return null;
   const entry: CacheEntry = { status: v.status, headers: { ...v.headers }, body: Buffer.from(v.body, 'base64'), stored_at: v.stored_at };
   return { entry, remainingMs: v.expires_at - now };
-}
-
-function errCode(err: unknown): string {
-  if (err !== null && typeof err === 'object' && 'code' in err) return String((err as { code: unknown }).code);
-  return err instanceof Error ? err.name : 'unknown';
 }
