@@ -32,19 +32,25 @@ export function getAdminTokenByHash(db: Db, tokenHash: string): Promise<AdminTok
 }
 
 /**
- * The token and its admin in one read, for bearer authentication: only an unexpired token of an
- * enabled admin is returned.
+ * The token and its admin in one query, for bearer authentication (every automation request): only an
+ * unexpired token of an enabled admin is returned.
  */
 export async function findUsableAdminToken(db: Db, tokenHash: string): Promise<{ token: AdminToken; admin: AdminUser } | undefined> {
-  const token = await db
-    .selectFrom('admin_tokens')
-    .selectAll()
-    .where('token_hash', '=', tokenHash)
-    .where((eb) => eb.or([eb('expires_at', 'is', null), eb('expires_at', '>', sql<Date>`now()`)]))
+  const row = await db
+    .selectFrom('admin_tokens as t')
+    .innerJoin('admin_users as u', 'u.id', 't.admin_user_id')
+    .selectAll('u')
+    .select(['t.id as token_id', 't.name as token_name', 't.created_at as token_created_at', 't.last_used_at as token_last_used_at', 't.expires_at as token_expires_at'])
+    .where('t.token_hash', '=', tokenHash)
+    .where('u.enabled', '=', true)
+    .where((eb) => eb.or([eb('t.expires_at', 'is', null), eb('t.expires_at', '>', sql<Date>`now()`)]))
     .executeTakeFirst();
-  if (!token) return undefined;
-  const admin = await db.selectFrom('admin_users').selectAll().where('id', '=', token.admin_user_id).where('enabled', '=', true).executeTakeFirst();
-  return admin ? { token, admin } : undefined;
+  if (!row) return undefined;
+  const { token_id, token_name, token_created_at, token_last_used_at, token_expires_at, ...admin } = row;
+  return {
+    token: { id: token_id, admin_user_id: admin.id, name: token_name, token_hash: tokenHash, created_at: token_created_at, last_used_at: token_last_used_at, expires_at: token_expires_at },
+    admin,
+  };
 }
 
 export function listAdminTokens(db: Db, adminUserId?: number): Promise<AdminToken[]> {
