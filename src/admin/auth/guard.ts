@@ -50,15 +50,12 @@ export function installAdminGuard(app: FastifyInstance, opts: GuardOptions): voi
     if (PUBLIC_ROUTES.has(routeKey(req))) return;
     const authorization = req.headers.authorization;
     let principal: AdminPrincipal;
-    let mustChange: boolean;
-    let username: string;
     if (authorization !== undefined) {
       const match = /^Bearer ([^\s]+)$/.exec(authorization);
       const found = match ? await authenticateAdminToken(opts.db, match[1]!) : null;
       if (!found) throw new GatehouseError('unauthenticated', 'Missing or invalid admin API token.');
-      principal = { id: found.admin.id, username: found.admin.username, roles: found.admin.roles, via: 'token', tokenId: found.token.id };
-      mustChange = found.admin.must_change_password;
-      username = found.admin.username;
+      const { admin } = found;
+      principal = { id: admin.id, username: admin.username, roles: admin.roles, via: 'token', tokenId: found.token.id, mustChangePassword: admin.must_change_password };
     } else {
       const session = await opts.sessions.load(req.cookies[opts.cookieName]);
       if (!session) return unauthenticated(req, reply, 'Sign in first.');
@@ -70,15 +67,16 @@ export function installAdminGuard(app: FastifyInstance, opts: GuardOptions): voi
         return unauthenticated(req, reply, 'Your session is no longer valid; sign in again.');
       }
       sessionsByRequest.set(req, session);
-      principal = { id: admin.id, username: admin.username, roles: admin.roles, via: 'session' };
-      mustChange = admin.must_change_password;
-      username = admin.username;
+      principal = { id: admin.id, username: admin.username, roles: admin.roles, via: 'session', mustChangePassword: admin.must_change_password };
     }
     req.admin = principal;
-    if (mustChange && !DURING_PASSWORD_CHANGE.has(routeKey(req))) {
+    if (principal.mustChangePassword && !DURING_PASSWORD_CHANGE.has(routeKey(req))) {
       const message = 'The initial password must be changed before anything else: POST /auth/change-password with current_password, new_password and confirm_password.';
       if (isPageRequest(req)) {
-        return reply.code(403).type('text/html; charset=utf-8').send(changePasswordPage({ username, csrfToken: sessionOf(req)?.record.csrf_token ?? '', error: 'Choose a new password before continuing.' }));
+        return reply
+          .code(403)
+          .type('text/html; charset=utf-8')
+          .send(changePasswordPage({ username: principal.username, csrfToken: sessionOf(req)?.record.csrf_token ?? '', error: 'Choose a new password before continuing.' }));
       }
       throw new GatehouseError('password_change_required', message);
     }

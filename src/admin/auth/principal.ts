@@ -13,6 +13,8 @@ export interface AdminPrincipal {
   via: 'session' | 'token';
   /** The API token id when `via` is 'token'. */
   tokenId?: number;
+  /** The initial password must still be changed: only the change-password routes are open (as read on this request). */
+  mustChangePassword: boolean;
 }
 
 declare module 'fastify' {

@@ -192,12 +192,11 @@ export function registerAuthRoutes(deps: AuthRouteDeps): void {
     response: sessionResponse,
     handler: async ({ req }) => {
       const principal = adminOf(req);
-      const admin = await getAdminUserById(db, principal.id);
       return {
         username: principal.username,
         roles: principal.roles,
         csrf_token: sessionOf(req)?.record.csrf_token ?? null,
-        must_change_password: admin?.must_change_password ?? false,
+        must_change_password: principal.mustChangePassword,
       };
     },
   });
