@@ -6,6 +6,7 @@ import type { AuditFields } from '../../audit/entry.js';
 import type { AgentIdentity } from '../../identity/index.js';
 import type { Logger } from '../../observability/logger.js';
 import type { HttpPipelineDeps } from '../../pipeline/http.js';
+import type { GovernedAction, GovernedRequest } from '../../pipeline/context.js';
 import type { PostgresExecutor } from '../../connectors/postgres-exec.js';
 import type { Db } from '../../store/repos/util.js';
 
@@ -48,6 +49,12 @@ export interface ToolDefinition<S extends z.ZodType = z.ZodType> {
   readonly schema: S;
   readonly readOnly: boolean;
   run(args: z.output<S>, run: ToolRun): Promise<ToolOutcome>;
+}
+
+/** The GovernedRequest of a tool call: the caller, already authenticated by the endpoint, and the call's audit entry. */
+export function governedRequest(run: ToolRun, sourceId: string, action: GovernedAction): GovernedRequest {
+  const { caller } = run;
+  return { channel: 'mcp', requestId: caller.requestId, clientIp: caller.clientIp, sourceId, credential: { kind: 'authenticated', identity: caller.identity }, action, audit: run.audit };
 }
 
 /** Source ids as the registry accepts them; anything else cannot name a source. */

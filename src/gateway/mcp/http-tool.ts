@@ -2,7 +2,7 @@
 import { z } from 'zod';
 import { GatehouseError } from '../../errors/registry.js';
 import { FORWARDED_REQUEST_HEADERS, runHttpPipeline, type HttpExecution } from '../../pipeline/http.js';
-import { SOURCE_ID_PATTERN, structuredResult, type ToolDefinition } from './context.js';
+import { SOURCE_ID_PATTERN, governedRequest, structuredResult, type ToolDefinition } from './context.js';
 import { queuedOutcome } from './queued.js';
 
 const JSON_LIKE = /^application\/([a-z0-9.+-]*\+)?json/i;
@@ -76,15 +76,7 @@ export function httpRequestTool(limits: { requestBodyBytes: number }): ToolDefin
       const qs = queryString(args.query);
       // The proxy's request target form, so the proxy's path validation (encodings, dot segments, traversal) applies unchanged.
       const rawTarget = `/proxy/${args.source_id}${args.path}${qs ? `?${qs}` : ''}`;
-      const exec: HttpExecution = {
-        channel: 'mcp',
-        requestId: run.caller.requestId,
-        clientIp: run.caller.clientIp,
-        sourceId: args.source_id,
-        credential: { kind: 'authenticated', identity: run.caller.identity },
-        action: { kind: 'http', method: args.method, rawTarget, headers, body: body && body.length > 0 ? body : null },
-        audit: run.audit,
-      };
+      const exec: HttpExecution = governedRequest(run, args.source_id, { kind: 'http', method: args.method, rawTarget, headers, body: body && body.length > 0 ? body : null });
       const outcome = await runHttpPipeline(exec, run.deps.pipeline);
       if (outcome.kind === 'queued') return queuedOutcome(outcome.approval, run.caller.requestId);
       const response = outcome.response;

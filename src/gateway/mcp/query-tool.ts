@@ -1,8 +1,7 @@
 // The `query` tool: one SQL statement on a PostgreSQL source through the buffered SQL pipeline (the wire listener's decision stages, then the shared executor); bounded rows, redaction from the policy decision.
 import { z } from 'zod';
-import type { GovernedRequest } from '../../pipeline/context.js';
 import { runSqlPipeline } from '../../pipeline/sql.js';
-import { SOURCE_ID_PATTERN, structuredResult, type ToolDefinition } from './context.js';
+import { SOURCE_ID_PATTERN, governedRequest, structuredResult, type ToolDefinition } from './context.js';
 import { queuedOutcome } from './queued.js';
 
 const TEXT_ROWS = 20;
@@ -39,15 +38,7 @@ export function queryTool(limits: { maxRows: number; responseBytes: number }): T
     schema: querySchema(limits.maxRows),
     readOnly: false,
     async run(args, run) {
-      const req: GovernedRequest = {
-        channel: 'mcp',
-        requestId: run.caller.requestId,
-        clientIp: run.caller.clientIp,
-        sourceId: args.source_id,
-        credential: { kind: 'authenticated', identity: run.caller.identity },
-        action: { kind: 'sql', sql: args.sql, params: args.params ?? [] },
-        audit: run.audit,
-      };
+      const req = governedRequest(run, args.source_id, { kind: 'sql', sql: args.sql, params: args.params ?? [] });
       run.audit.set({ source_id: args.source_id, bytes_in: Buffer.byteLength(args.sql) });
       // The wire's decision stages and the approval executor's execution: a statement gets the same answer through psql and MCP.
       const outcome = await runSqlPipeline(req, run.deps.pipeline, await run.deps.postgres(), { maxRows: args.max_rows, maxBytes: limits.responseBytes });
