@@ -9,6 +9,7 @@ import { auditSchema } from '../../src/config/schema.js';
 import type { AuditConfig } from '../../src/audit/writer.js';
 import { newAuditId, type AuditEntry } from '../../src/audit/entry.js';
 import type { AuditLogger } from '../../src/audit/context.js';
+import { waitFor as waitForAny } from '../support/wait.js';
 
 /**
  * A TCP proxy we can cut: `cut()` destroys every open connection and refuses new ones at once
@@ -135,15 +136,10 @@ export function recordingLogger(): RecordingLogger {
   };
 }
 
-export async function waitFor(cond: () => boolean | Promise<boolean>, timeoutMs: number, what: string): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!(await cond())) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 25));
-  }
-}
+export { sleep } from '../support/wait.js';
 
-export const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
+/** Polls every 25 ms: the audit conditions may query PostgreSQL. */
+export const waitFor = (cond: () => boolean | Promise<boolean>, timeoutMs: number, what: string): Promise<void> => waitForAny(cond, timeoutMs, what, 25);
 
 /**
  * A Kysely handle through `port` whose pool survives connections dying mid-query: pg emits 'error'

@@ -9,6 +9,7 @@ import { GovernedCache } from '../../src/cache/governed-cache.js';
 import type { CacheConfig, CacheScopeInput, GovernedCacheOptions } from '../../src/cache/governed-cache.js';
 import { MemoryCoordination, MemoryCoordinationStore, RedisCoordination } from '../../src/coord/index.js';
 import type { Coordination } from '../../src/coord/index.js';
+import { deleteKeysByPrefix } from '../support/redis.js';
 
 export const REDIS_URL = 'redis://127.0.0.1:6379';
 export const silentLog = pino({ level: 'silent' });
@@ -137,23 +138,10 @@ export function redisBackend(url = REDIS_URL): Backend {
       await raw.set(keyPrefix + key, value);
     },
     cleanup: async () => {
-      let cursor = '0';
-      do {
-        const [next, keys] = await raw.scan(cursor, 'MATCH', `${keyPrefix}*`, 'COUNT', 500);
-        cursor = next;
-        if (keys.length > 0) await raw.del(...keys);
-      } while (cursor !== '0');
+      await deleteKeysByPrefix(raw, keyPrefix);
       raw.disconnect();
     },
   };
 }
 
-export const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
-
-export async function waitFor(predicate: () => boolean, timeoutMs = 2000, what = 'condition'): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!predicate()) {
-    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
-    await sleep(5);
-  }
-}
+export { sleep, waitFor } from '../support/wait.js';

@@ -3,6 +3,9 @@ import { randomBytes } from 'node:crypto';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { CoordinationError } from '../../src/coord/index.js';
 import type { Coordination } from '../../src/coord/index.js';
+import { sleep, waitFor } from '../support/wait.js';
+
+export { sleep, waitFor };
 
 /** Builds an adapter; adapters built with the same prefix must share state, like replicas on one Redis. */
 export type CoordinationFactory = (keyPrefix: string) => Coordination | Promise<Coordination>;
@@ -12,15 +15,6 @@ export interface ContractOptions {
   cleanup?: (prefixBase: string) => Promise<void>;
 }
 
-export const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
-
-export async function waitFor(predicate: () => boolean, timeoutMs = 2000, what = 'condition'): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!predicate()) {
-    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
-    await sleep(5);
-  }
-}
 
 export function uniquePrefixBase(): string {
   return `gh:test:${process.pid}:${randomBytes(4).toString('hex')}:`;

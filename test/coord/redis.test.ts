@@ -6,20 +6,14 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { RedisCoordination, createCoordination, describeRedisTarget } from '../../src/coord/index.js';
 import type { CoordinationLogger } from '../../src/coord/index.js';
 import { coordinationContract, uniquePrefixBase, waitFor } from './contract.js';
+import { deleteKeysByPrefix } from '../support/redis.js';
 
 const REDIS_URL = 'redis://127.0.0.1:6379';
 
 /** A plain client to look behind the adapter and to clean up. */
 const raw = new Redis(REDIS_URL, { lazyConnect: true });
 
-async function deleteByPrefix(prefixBase: string): Promise<void> {
-  let cursor = '0';
-  do {
-    const [next, keys] = await raw.scan(cursor, 'MATCH', `${prefixBase}*`, 'COUNT', 500);
-    cursor = next;
-    if (keys.length > 0) await raw.del(...keys);
-  } while (cursor !== '0');
-}
+const deleteByPrefix = (prefixBase: string): Promise<void> => deleteKeysByPrefix(raw, prefixBase);
 
 const filePrefix = uniquePrefixBase();
 afterAll(async () => {

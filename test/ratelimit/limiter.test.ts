@@ -5,6 +5,7 @@ import type { AddressInfo, Server, Socket } from 'node:net';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { RateLimiter } from '../../src/ratelimit/limiter.js';
+import { deleteKeysByPrefix } from '../support/redis.js';
 
 const REDIS_URL = 'redis://127.0.0.1:6379';
 const prefix = `test:ratelimit:${randomUUID()}:`;
@@ -16,12 +17,7 @@ beforeAll(async () => {
 });
 
 afterAll(async () => {
-  let cursor = '0';
-  do {
-    const [next, keys] = await redis.scan(cursor, 'MATCH', `${prefix}*`, 'COUNT', 500);
-    if (keys.length > 0) await redis.del(...keys);
-    cursor = next;
-  } while (cursor !== '0');
+  await deleteKeysByPrefix(redis, prefix);
   await redis.quit();
 });
 
