@@ -5,7 +5,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { stringify } from 'yaml';
-import { expect } from 'vitest';
+import { afterAll, expect } from 'vitest';
 
 export const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
 const BIN = path.join(ROOT, 'node_modules', '.bin');
@@ -45,6 +45,17 @@ export const configCheck = (opts: { cwd: string; vars?: Record<string, string> }
 export function tempDir(): { dir: string; cleanup: () => void } {
   const dir = mkdtempSync(path.join(tmpdir(), 'gh-config-'));
   return { dir, cleanup: () => rmSync(dir, { recursive: true, force: true }) };
+}
+
+/** A fresh temp dir per call, all removed after the calling test file. Call at module level. */
+export function tempDirs(): () => string {
+  const cleanups: Array<() => void> = [];
+  afterAll(() => cleanups.forEach((c) => c()));
+  return () => {
+    const t = tempDir();
+    cleanups.push(t.cleanup);
+    return t.dir;
+  };
 }
 
 export function writeYaml(dir: string, tree: unknown, name = 'config.yaml'): string {

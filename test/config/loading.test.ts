@@ -1,16 +1,10 @@
 // Loading order (defaults → YAML → SERVICE_ environment) through the CLI and in-process, and the typed coercion of environment strings.
-import { afterAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
 import { loadConfig, type Config } from '../../src/config/index.js';
-import { configCheck, tempDir, writeYaml } from './helpers.js';
+import { configCheck, tempDirs, writeYaml } from './helpers.js';
 
-const cleanups: Array<() => void> = [];
-afterAll(() => cleanups.forEach((c) => c()));
-function dir(): string {
-  const t = tempDir();
-  cleanups.push(t.cleanup);
-  return t.dir;
-}
+const dir = tempDirs();
 
 function loaded(env: Record<string, string>, cwd = dir()): Config {
   const r = loadConfig({ env, cwd });

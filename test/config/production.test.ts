@@ -3,14 +3,12 @@ import { createServer, type Server } from 'node:net';
 import { afterAll, describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
 import { loadConfig } from '../../src/config/index.js';
-import { configCheck, expectConfigFailure, expectNoSecrets, productionCase, runCli, setIn, tempDir, type ProductionCase } from './helpers.js';
+import { configCheck, expectConfigFailure, expectNoSecrets, productionCase, runCli, setIn, tempDirs, type ProductionCase } from './helpers.js';
 
-const cleanups: Array<() => void> = [];
-afterAll(() => cleanups.forEach((c) => c()));
+const tempDir = tempDirs();
 
 function fresh(): { dir: string; c: ProductionCase } {
-  const { dir, cleanup } = tempDir();
-  cleanups.push(cleanup);
+  const dir = tempDir();
   return { dir, c: productionCase(dir) };
 }
 

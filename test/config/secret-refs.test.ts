@@ -2,17 +2,11 @@
 import { mkdirSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { inspect } from 'node:util';
-import { afterAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { loadConfig, maskedConfig, secretRefPaths } from '../../src/config/index.js';
-import { configCheck, expectConfigFailure, setIn, tempDir, writeYaml } from './helpers.js';
+import { configCheck, expectConfigFailure, setIn, tempDirs, writeYaml } from './helpers.js';
 
-const cleanups: Array<() => void> = [];
-afterAll(() => cleanups.forEach((c) => c()));
-function dir(): string {
-  const t = tempDir();
-  cleanups.push(t.cleanup);
-  return t.dir;
-}
+const dir = tempDirs();
 
 /** A bad reference form, set up in `cwd`: the reference, the variables it needs, the secrets that must not leak, and the expected message. */
 interface BadForm {

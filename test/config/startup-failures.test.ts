@@ -1,17 +1,11 @@
 // Start-up failures of spec §7 through the real CLI: unknown keys (YAML and environment, top level and nested), unreadable or malformed YAML, out-of-range values, and every problem reported at once.
 import { mkdirSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
-import { afterAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { loadConfig } from '../../src/config/index.js';
-import { configCheck, expectConfigFailure, problemLines, tempDir, writeYaml } from './helpers.js';
+import { configCheck, expectConfigFailure, problemLines, tempDirs, writeYaml } from './helpers.js';
 
-const cleanups: Array<() => void> = [];
-afterAll(() => cleanups.forEach((c) => c()));
-function dir(): string {
-  const t = tempDir();
-  cleanups.push(t.cleanup);
-  return t.dir;
-}
+const dir = tempDirs();
 
 describe('unknown keys', () => {
   it('top level, from YAML', async () => {
