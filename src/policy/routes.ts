@@ -8,7 +8,7 @@ import type { ValidationErrorItem } from '../http/validation.js';
 import { requirePermission } from '../admin/auth/principal.js';
 import { auditOf } from '../admin/auth/routes.js';
 import { GatehouseError } from '../errors/registry.js';
-import { listPolicies } from '../store/repos/policies.js';
+import { getPolicyById, listPolicies } from '../store/repos/policies.js';
 import type { PolicyPatch } from '../store/repos/policies.js';
 import type { Db } from '../store/repos/util.js';
 import type { Services } from '../runtime/services.js';
@@ -73,7 +73,7 @@ export function registerPolicyRoutes({ app, api, services }: AdminModuleContext)
     method: 'GET', url: '/api/policies/:id', summary: 'One policy', tags: ['policies'], params: idParams,
     response: policyViewSchema, preHandler: read,
     handler: async ({ params }) => {
-      const p = await db.selectFrom('policies').selectAll().where('id', '=', params.id).executeTakeFirst();
+      const p = await getPolicyById(db, params.id);
       if (!p) throw new GatehouseError('not_found', 'Policy not found.');
       return viewPolicy(p);
     },
