@@ -38,10 +38,6 @@ export function getAdminUserByUsername(db: Db, username: string): Promise<AdminU
   return db.selectFrom('admin_users').selectAll().where('username', '=', username).executeTakeFirst();
 }
 
-export function getAdminUserByOidcSubject(db: Db, subject: string): Promise<AdminUser | undefined> {
-  return db.selectFrom('admin_users').selectAll().where('oidc_subject', '=', subject).executeTakeFirst();
-}
-
 export function listAdminUsers(db: Db): Promise<AdminUser[]> {
   return db.selectFrom('admin_users').selectAll().orderBy('id').execute();
 }
@@ -82,17 +78,6 @@ export async function recordAdminLogin(db: Db, id: number): Promise<void> {
 export async function deleteAdminUser(db: Db, id: number): Promise<boolean> {
   const result = await guard(RESOURCE, () => db.deleteFrom('admin_users').where('id', '=', id).executeTakeFirst());
   return result.numDeletedRows > 0n;
-}
-
-/** Advances the authorization version alone, revoking every session of the admin on its next request (spec §5.3). */
-export async function bumpAdminAuthVersion(db: Db, id: number): Promise<number | undefined> {
-  const row = await db
-    .updateTable('admin_users')
-    .set({ auth_version: sql<number>`auth_version + 1`, updated_at: sql`now()` })
-    .where('id', '=', id)
-    .returning('auth_version')
-    .executeTakeFirst();
-  return row?.auth_version;
 }
 
 /** Sets a new password hash and advances auth_version in the same statement, so sessions made with the old password die. */

@@ -40,10 +40,6 @@ export function createDataSource(db: Db, input: NewDataSourceInput): Promise<Dat
   return guard(RESOURCE, () => db.insertInto('data_sources').values(jsonFields(input)).returningAll().executeTakeFirstOrThrow());
 }
 
-export function getDataSourceById(db: Db, id: number): Promise<DataSource | undefined> {
-  return db.selectFrom('data_sources').selectAll().where('id', '=', id).executeTakeFirst();
-}
-
 export function getDataSourceBySourceId(db: Db, sourceId: string): Promise<DataSource | undefined> {
   return db.selectFrom('data_sources').selectAll().where('source_id', '=', sourceId).executeTakeFirst();
 }

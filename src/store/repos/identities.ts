@@ -72,10 +72,6 @@ export function getIdentityByPgUsername(db: Db, pgUsername: string): Promise<Ide
   return db.selectFrom('identities').selectAll().where('pg_username', '=', pgUsername).executeTakeFirst();
 }
 
-export function getIdentityByOidcSubject(db: Db, subject: string): Promise<Identity | undefined> {
-  return db.selectFrom('identities').selectAll().where('oidc_subject', '=', subject).executeTakeFirst();
-}
-
 /** Public columns only, ordered by id. */
 export function listIdentities(db: Db, opts: { limit?: number; offset?: number } = {}): Promise<PublicIdentity[]> {
   return db
