@@ -92,11 +92,9 @@ export function buildGrantRoutes(ctx: AdminModuleContext): void {
     if (!identity) throw notFound('identity');
     return identity;
   };
-  /** A role's rules are part of every holder's decision: the grant-version trigger moved, so their key sessions go. */
-  const revokeRoleHolders = async (sourceId: string, roleId: number) => {
-    const grants = await listGrantsForSource(services.db, sourceId);
-    await revokeIdentityKeySessions(deps, grants.filter((g) => g.role_id === roleId).map((g) => g.identity_id));
-  };
+  /** Identities holding the role: a role's rules are part of each holder's decision, so a change revokes their key sessions. */
+  const roleHolders = async (sourceId: string, roleId: number) =>
+    (await listGrantsForSource(services.db, sourceId)).filter((g) => g.role_id === roleId).map((g) => g.identity_id);
 
   api.route(app, {
     method: 'GET',
@@ -172,7 +170,7 @@ export function buildGrantRoutes(ctx: AdminModuleContext): void {
         ...(given(body.rules) ? { rules: body.rules as never } : {}),
       });
       if (!role) throw notFound('role');
-      await revokeRoleHolders(params.source_id, role.id);
+      await revokeIdentityKeySessions(deps, await roleHolders(params.source_id, role.id));
       const out = presentRole(role);
       await audit(services, req, 'source_role.update', { type: 'source_role', id: role.id }, { before: presentRole(before), after: out });
       return out;
@@ -190,9 +188,9 @@ export function buildGrantRoutes(ctx: AdminModuleContext): void {
     handler: async ({ params, req }) => {
       const before = await getSourceRoleById(services.db, params.role_id);
       if (!before || before.source_id !== params.source_id) throw notFound('role');
-      const holders = (await listGrantsForSource(services.db, params.source_id)).filter((g) => g.role_id === params.role_id);
+      const holders = await roleHolders(params.source_id, params.role_id);
       if (!(await deleteSourceRole(services.db, params.role_id))) throw notFound('role');
-      await revokeIdentityKeySessions(deps, holders.map((g) => g.identity_id));
+      await revokeIdentityKeySessions(deps, holders);
       await audit(services, req, 'source_role.delete', { type: 'source_role', id: params.role_id }, { before: presentRole(before) });
       return { deleted: true, id: params.role_id };
     },
