@@ -7,6 +7,7 @@ import type { Dispatcher } from 'undici';
 import { classifyAddress, parseHostLiteral } from './address.js';
 import type { AddressClass } from './address.js';
 import { EgressDeniedError, UpstreamError } from './errors.js';
+import { translateUpstreamError } from './request.js';
 
 export interface ResolvedAddress {
   address: string;
@@ -90,9 +91,7 @@ export function createEgressDispatcher(options: EgressDispatcherOptions): Egress
     try {
       return await Promise.race([lookup(hostname), timeout]);
     } catch (err) {
-      if (err instanceof UpstreamError) throw err;
-      const code = (err as { code?: unknown }).code;
-      throw new UpstreamError(code === 'ENOTFOUND' || code === 'EAI_AGAIN' || code === 'ENODATA' ? 'host not found' : 'request failed', err);
+      throw translateUpstreamError(err);
     } finally {
       clearTimeout(timer);
     }

@@ -185,7 +185,7 @@ function describeFailure(err: unknown, depth = 0): UpstreamFailure {
   const code = typeof e?.code === 'string' ? e.code : '';
   const name = typeof e?.name === 'string' ? e.name : '';
   if (code === 'ECONNREFUSED') return 'connection refused';
-  if (code === 'ENOTFOUND' || code === 'EAI_AGAIN') return 'host not found';
+  if (code === 'ENOTFOUND' || code === 'EAI_AGAIN' || code === 'ENODATA') return 'host not found';
   if (code === 'EHOSTUNREACH' || code === 'ENETUNREACH') return 'host unreachable';
   if (code === 'UND_ERR_CONNECT_TIMEOUT' || code === 'UND_ERR_HEADERS_TIMEOUT' || code === 'UND_ERR_BODY_TIMEOUT' || code === 'ETIMEDOUT') return 'timed out';
   if (name === 'TimeoutError' || name === 'AbortError' || code === 'UND_ERR_ABORTED') return 'timed out';
