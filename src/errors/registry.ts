@@ -29,6 +29,8 @@ export const errorRegistry = {
   validation_failed: { http: 422, sqlstate: '22023', mcpToolError: true, message: 'The input is invalid.' },
   rate_limited: { http: 429, sqlstate: '53400', mcpToolError: true, message: 'Rate limit exceeded.' },
   internal: { http: 500, sqlstate: 'XX000', mcpToolError: false, message: 'Internal error.' },
+  /** The source database refused the statement: governance allowed it, so it is audited as allow; the wire passes the upstream SQLSTATE through. */
+  upstream_sql_error: { http: 400, sqlstate: 'XX000', mcpToolError: true, message: 'The statement failed on the source database.' },
   upstream_failed: { http: 502, sqlstate: '08006', mcpToolError: true, message: 'The upstream request failed.' },
   unavailable: { http: 503, sqlstate: '57P03', mcpToolError: false, message: 'A required dependency is unavailable.' },
   store_unavailable: { http: 503, sqlstate: '57P03', mcpToolError: false, message: 'The control store is unavailable.' },

@@ -22,7 +22,12 @@ const DENIALS: ReadonlySet<ErrorCode> = new Set<ErrorCode>(['unauthenticated', '
 
 /** The audit decision for how a request ended. */
 export function auditDecision(result: { outcome?: { readonly kind: string } | undefined; error?: unknown }): AuditDecision {
-  if (result.error !== undefined) return isGatehouseError(result.error) && DENIALS.has(result.error.code) ? 'deny' : 'error';
+  if (result.error !== undefined) {
+    if (!isGatehouseError(result.error)) return 'error';
+    if (DENIALS.has(result.error.code)) return 'deny';
+    // Governance allowed the statement; the source database refused it (the wire, MCP and approvals agree on this).
+    return result.error.code === 'upstream_sql_error' ? 'allow' : 'error';
+  }
   if (result.outcome?.kind === 'queued') return 'require_approval';
   return 'allow';
 }

@@ -50,7 +50,7 @@ export async function runSqlPipeline(req: GovernedRequest, deps: PipelineDeps, e
     if (!(err instanceof UpstreamSqlError)) throw err;
     req.audit.addReason(`upstream: SQLSTATE ${err.sqlstate}`);
     // The message is already sanitized (no host, user, database or password of the source).
-    throw new GatehouseError('upstream_failed', `The statement failed upstream: ${err.message} (SQLSTATE ${err.sqlstate}).`, { details: { sqlstate: err.sqlstate } });
+    throw new GatehouseError('upstream_sql_error', `The statement failed upstream: ${err.message} (SQLSTATE ${err.sqlstate}).`, { details: { sqlstate: err.sqlstate } });
   }
   return { kind: 'rows', result: fitRows(result, limits.maxBytes) };
 }

@@ -127,7 +127,7 @@ describe('query', () => {
     expect(unparsable.s.error).toBe('sql_parse_error');
     const upstreamErr = await call(client, 'query', { source_id: PG_SOURCE, sql: 'select * from no_such_table' });
     expect(upstreamErr.isError).toBe(true);
-    expect(upstreamErr.s.error).toBe('upstream_failed');
+    expect(upstreamErr.s.error).toBe('upstream_sql_error');
     expect(upstreamErr.text).toContain('42P01');
     expect(upstreamErr.text).not.toContain(mw.database.name);
   });
