@@ -182,12 +182,13 @@ export function ruleAllowsMethod(rule: HttpRule, method: string): boolean {
   return m === 'GET' && rule.methods.includes('*');
 }
 
-interface ActiveRole {
+export interface ActiveRole {
   readonly grant: Grant;
   readonly role: SourceRole;
 }
 
-function activeRoles(ctx: SourceRoleContext): { active: ActiveRole[]; skipped: string[] } {
+/** The grants that can allow anything right now, with their roles, and why the others cannot (for the decision's reason). */
+export function activeRoles(ctx: SourceRoleContext): { active: ActiveRole[]; skipped: string[] } {
   const roleById = new Map<number, SourceRole>();
   for (const r of ctx.roles) roleById.set(r.id, r);
   const skipped: string[] = [];

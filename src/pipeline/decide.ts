@@ -187,6 +187,12 @@ export const decisionStages: readonly Stage[] = [
   queueRiskyWrites,
 ];
 
+/**
+ * The stages that can run before a statement's parameters are known (a wire Parse): everything up to policy.
+ * Rate limits and approvals wait for the execution, which runs all of decisionStages.
+ */
+export const preparationStages: readonly Stage[] = [validateInput, refuseSessionEscapes, authenticateIdentity, resolveSource, checkSourceRole, applyPolicy];
+
 /** The audit fields known from the stages that have run (identity, source, decision trail). */
 export function auditFieldsOf(req: GovernedRequest): Record<string, unknown> {
   const d = req.policyDecision;

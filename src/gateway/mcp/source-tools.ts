@@ -1,10 +1,10 @@
 // The discovery tools: `list_sources` (sources the caller holds an active grant on) and `describe_source` (type, allowed operations, catalog when captured); structure only, never row data.
 import { z } from 'zod';
 import { GatehouseError } from '../../errors/registry.js';
-import type { Grant, SourceRole } from '../../governance/source-roles.js';
+import { activeRoles, type SourceRole } from '../../governance/source-roles.js';
 import type { RegisteredSource } from '../../registry/sources.js';
 import { listGrantsForIdentity } from '../../store/repos/grants.js';
-import { SOURCE_ID_PATTERN, structuredResult, type ToolDefinition, type ToolRun } from './context.js';
+import { SOURCE_ID_PATTERN, SOURCE_ID_RULE, structuredResult, type ToolDefinition, type ToolRun } from './context.js';
 
 /** One usable role on a source, as the agent may see it: its key and what its rules allow. */
 export interface RoleSummary {
@@ -20,10 +20,6 @@ export interface SourceSummary {
   name: string;
   type: string;
   roles: RoleSummary[];
-}
-
-function isActive(grant: Grant, now: Date): boolean {
-  return grant.enabled && (grant.expires_at === null || new Date(grant.expires_at).getTime() > now.getTime());
 }
 
 function summarize(role: SourceRole): RoleSummary {
@@ -42,13 +38,10 @@ function summarize(role: SourceRole): RoleSummary {
  */
 async function usableRoles(run: ToolRun, sourceId: string): Promise<RoleSummary[]> {
   const { grants, roles } = await run.deps.pipeline.roleContext(run.caller.identity, sourceId);
-  const now = new Date();
+  // The same rule the source-role decision applies (enabled, unexpired, role of this source and enabled).
+  const { active } = activeRoles({ source_id: sourceId, identity_id: run.caller.identity.id, grants, roles, now: new Date() });
   const out: RoleSummary[] = [];
-  for (const g of grants) {
-    if (!isActive(g, now)) continue;
-    const role = roles.find((r) => r.id === g.role_id);
-    if (role && role.enabled && !out.some((o) => o.role_key === role.role_key)) out.push(summarize(role));
-  }
+  for (const { role } of active) if (!out.some((o) => o.role_key === role.role_key)) out.push(summarize(role));
   return out;
 }
 
@@ -75,7 +68,8 @@ export const listSourcesTool: ToolDefinition<typeof listSourcesSchema> = {
   readOnly: true,
   async run(_args, run) {
     const grants = await listGrantsForIdentity(run.deps.db, run.caller.identity.id);
-    const sourceIds = [...new Set(grants.filter((g) => isActive(g, new Date())).map((g) => g.source_id))].sort();
+    // Every granted source is a candidate; usableRoles applies the decision's own rule to keep only usable ones.
+    const sourceIds = [...new Set(grants.map((g) => g.source_id))].sort();
     const sources: SourceSummary[] = [];
     for (const id of sourceIds) {
       const source = run.deps.pipeline.lookupSource(id);
@@ -92,7 +86,7 @@ export const listSourcesTool: ToolDefinition<typeof listSourcesSchema> = {
 };
 
 const describeSourceSchema = z.strictObject({
-  source_id: z.string().regex(SOURCE_ID_PATTERN, 'must be a source id (letters, digits, "_" or "-", up to 128)'),
+  source_id: z.string().regex(SOURCE_ID_PATTERN, SOURCE_ID_RULE),
 });
 
 export const describeSourceTool: ToolDefinition<typeof describeSourceSchema> = {

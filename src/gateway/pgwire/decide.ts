@@ -1,7 +1,7 @@
 // Governance of one wire statement: the shared decision stages, the audit entry it owns, and the ErrorResponse a refusal becomes.
 import { randomUUID } from 'node:crypto';
 import { LRUCache } from 'lru-cache';
-import { decisionStages } from '../../pipeline/decide.js';
+import { decisionStages, preparationStages } from '../../pipeline/decide.js';
 import { asGatehouseError, auditFailure, runStages } from '../../pipeline/run.js';
 import type { GovernedRequest, PipelineDeps, Stage, StageOutcome } from '../../pipeline/context.js';
 import type { AuditContext, Auditor } from '../../audit/context.js';
@@ -21,7 +21,7 @@ export const APPROVAL_REQUIRED_SQLSTATE = 'WA001';
 /** Every decision stage, for an execution. */
 export const WIRE_EXECUTE_STAGES: readonly Stage[] = decisionStages;
 /** The stages up to policy, for a Parse: parameters are not known yet, so rate limits and approvals wait for Execute. */
-export const WIRE_PARSE_STAGES: readonly Stage[] = decisionStages.filter((s) => s.name !== 'rate_limit' && s.name !== 'approval');
+export const WIRE_PARSE_STAGES: readonly Stage[] = preparationStages;
 
 /** A refusal's audit entry is ended by the decision; `recorded` settles when it is durable (true) or could not be recorded (false). */
 export type StatementDecision =
