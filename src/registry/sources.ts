@@ -15,6 +15,10 @@ export interface RegisteredSource {
   generation: number;
 }
 
+/** What a source_id may look like (URL-safe; the admin API enforces it at creation), checked the same way by every front door. */
+export const SOURCE_ID_PATTERN = /^[a-z0-9][a-z0-9_-]{0,62}$/;
+export const SOURCE_ID_RULE = 'must be 1-63 lowercase letters, digits, "_" or "-", starting with a letter or digit';
+
 /** Channel on which admin writes announce source changes; every instance reloads its registry. */
 export const SOURCES_CHANGED_CHANNEL = 'registry:sources-changed';
 

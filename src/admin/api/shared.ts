@@ -1,4 +1,5 @@
 // Helpers shared by the admin API modules: store-error translation, the audit call, common field schemas.
+import { SOURCE_ID_PATTERN, SOURCE_ID_RULE } from '../../registry/sources.js';
 import type { FastifyRequest } from 'fastify';
 import { z } from 'zod';
 import { GatehouseError } from '../../errors/registry.js';
@@ -56,8 +57,8 @@ export function iso(d: Date | null | undefined): string | null {
 }
 
 /** Source ids as they appear in paths and bodies. */
-export const SOURCE_ID_PATTERN = /^[a-z0-9][a-z0-9_-]{0,62}$/;
-export const sourceIdSchema = z.string().regex(SOURCE_ID_PATTERN, 'must be 1-63 lowercase letters, digits, "_" or "-", starting with a letter or digit');
+export { SOURCE_ID_PATTERN };
+export const sourceIdSchema = z.string().regex(SOURCE_ID_PATTERN, SOURCE_ID_RULE);
 
 /** A present value: neither undefined nor null (for the spec's "optional and nullable" update fields). */
 export function given<T>(value: T | null | undefined): value is T {

@@ -57,8 +57,7 @@ export function governedRequest(run: ToolRun, sourceId: string, action: Governed
   return { channel: 'mcp', requestId: caller.requestId, clientIp: caller.clientIp, sourceId, credential: { kind: 'authenticated', identity: caller.identity }, action, audit: run.audit };
 }
 
-/** Source ids as the registry accepts them; anything else cannot name a source. */
-export const SOURCE_ID_PATTERN = /^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$/;
+export { SOURCE_ID_PATTERN, SOURCE_ID_RULE } from '../../registry/sources.js';
 
 /** A structured result with a short text rendering for clients that show only text. */
 export function structuredResult(structured: Record<string, unknown>, text: string, isError = false): ToolOutcome['result'] {

@@ -2,7 +2,7 @@
 import { z } from 'zod';
 import { GatehouseError } from '../../errors/registry.js';
 import { FORWARDED_REQUEST_HEADERS, runHttpPipeline, type HttpExecution } from '../../pipeline/http.js';
-import { SOURCE_ID_PATTERN, governedRequest, structuredResult, type ToolDefinition } from './context.js';
+import { SOURCE_ID_PATTERN, SOURCE_ID_RULE, governedRequest, structuredResult, type ToolDefinition } from './context.js';
 import { queuedOutcome } from './queued.js';
 
 const JSON_LIKE = /^application\/([a-z0-9.+-]*\+)?json/i;
@@ -13,7 +13,7 @@ const queryValue = z.union([z.string(), z.number(), z.boolean()]);
 const jsonBody = z.union([z.string(), z.record(z.string(), z.unknown()), z.array(z.unknown()), z.number(), z.boolean(), z.null()]);
 
 export const httpRequestSchema = z.strictObject({
-  source_id: z.string().regex(SOURCE_ID_PATTERN, 'must be a source id (letters, digits, "_" or "-", up to 128)'),
+  source_id: z.string().regex(SOURCE_ID_PATTERN, SOURCE_ID_RULE),
   method: z.enum(['GET', 'POST', 'PUT', 'PATCH', 'DELETE']),
   path: z
     .string()

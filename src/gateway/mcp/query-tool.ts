@@ -1,7 +1,7 @@
 // The `query` tool: one SQL statement on a PostgreSQL source through the buffered SQL pipeline (the wire listener's decision stages, then the shared executor); bounded rows, redaction from the policy decision.
 import { z } from 'zod';
 import { runSqlPipeline } from '../../pipeline/sql.js';
-import { SOURCE_ID_PATTERN, governedRequest, structuredResult, type ToolDefinition } from './context.js';
+import { SOURCE_ID_PATTERN, SOURCE_ID_RULE, governedRequest, structuredResult, type ToolDefinition } from './context.js';
 import { queuedOutcome } from './queued.js';
 
 const TEXT_ROWS = 20;
@@ -13,7 +13,7 @@ const param = z.union([z.string(), z.number(), z.boolean(), z.null(), z.record(z
 
 export function querySchema(maxRowsLimit: number) {
   return z.strictObject({
-    source_id: z.string().regex(SOURCE_ID_PATTERN, 'must be a source id (letters, digits, "_" or "-", up to 128)'),
+    source_id: z.string().regex(SOURCE_ID_PATTERN, SOURCE_ID_RULE),
     sql: z.string().min(1, 'must not be empty'),
     params: z.array(param).max(MAX_PARAMS).optional().describe('Values for $1, $2, … in order; objects and arrays are sent as JSON text, null as SQL NULL.'),
     max_rows: z.number().int().min(1).max(maxRowsLimit).default(Math.min(100, maxRowsLimit)).describe(`Rows to return at most (1..${maxRowsLimit}, default 100); more rows set truncated.`),

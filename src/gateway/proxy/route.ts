@@ -1,4 +1,5 @@
 // The HTTP proxy front door (spec §4 "HTTP proxy"): translates a request into the governed pipeline and its outcome back into HTTP; it decides nothing itself.
+import { SOURCE_ID_PATTERN } from '../../registry/sources.js';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { GatehouseError, isGatehouseError } from '../../errors/registry.js';
 import type { Auditor } from '../../audit/context.js';
@@ -6,7 +7,6 @@ import { asGatehouseError, auditDecision, auditFailure } from '../../pipeline/ru
 import { runHttpPipeline, type HttpExecution, type HttpOutcome, type HttpPipelineDeps } from '../../pipeline/http.js';
 
 const PROXY_METHODS = ['GET', 'POST', 'PUT', 'PATCH', 'DELETE'] as const;
-const SOURCE_ID = /^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$/;
 
 export interface ProxyRouteDeps {
   pipeline: HttpPipelineDeps;
@@ -54,7 +54,7 @@ function bodyError(err: unknown): GatehouseError {
 
 function sourceIdOf(req: FastifyRequest): string | null {
   const id = (req.params as { source_id?: unknown } | undefined)?.source_id;
-  return typeof id === 'string' && SOURCE_ID.test(id) ? id : null;
+  return typeof id === 'string' && SOURCE_ID_PATTERN.test(id) ? id : null;
 }
 
 export function registerProxyRoutes(app: FastifyInstance, deps: ProxyRouteDeps): void {
@@ -71,7 +71,7 @@ export function registerProxyRoutes(app: FastifyInstance, deps: ProxyRouteDeps):
         request_id: req.id,
         client_ip: req.ip,
         method: req.method,
-        source_id: SOURCE_ID.test(req.params.source_id) ? req.params.source_id : null,
+        source_id: SOURCE_ID_PATTERN.test(req.params.source_id) ? req.params.source_id : null,
         bytes_in: Buffer.isBuffer(req.body) ? req.body.length : 0,
       });
       const exec: HttpExecution = {
@@ -87,7 +87,7 @@ export function registerProxyRoutes(app: FastifyInstance, deps: ProxyRouteDeps):
       let outcome: HttpOutcome | undefined;
       let failure: unknown;
       try {
-        if (!SOURCE_ID.test(req.params.source_id)) throw new GatehouseError('unknown_source');
+        if (!SOURCE_ID_PATTERN.test(req.params.source_id)) throw new GatehouseError('unknown_source');
         outcome = await runHttpPipeline(exec, deps.pipeline);
       } catch (err) {
         failure = err;
