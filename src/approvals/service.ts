@@ -1,4 +1,5 @@
 // The approval lifecycle (spec §3): decisions, exactly-once execution, expiry and crash recovery, with notifications on the side. Rules: docs/approvals.md.
+import { getIdentityById } from '../store/repos/identities.js';
 import { GatehouseError } from '../errors/registry.js';
 import { toAgentIdentity } from '../identity/index.js';
 import type { Logger } from '../observability/logger.js';
@@ -12,7 +13,6 @@ import {
   expireDue,
   failStaleClaims,
   getApproval,
-  loadIdentityRow,
   recordOutcome,
   unclaimedApprovals,
   type ApprovalRow,
@@ -40,7 +40,7 @@ export function claimTimeoutMsFor(upstreamRequestMs: number): number {
 /** Sends a notice for a row; the identity's name is looked up off the request path, and a failure only loses the notice. */
 export function notifyRow(deps: Pick<SweepDeps, 'db' | 'notifier' | 'log'>, row: ApprovalRow, event: ApprovalEvent, errorCode?: string | null): void {
   void (async () => {
-    const identity = await loadIdentityRow(deps.db, row.identity_id).catch(() => undefined);
+    const identity = await getIdentityById(deps.db, row.identity_id).catch(() => undefined);
     const notice: ApprovalNotice = {
       event,
       approval_id: row.id,
@@ -145,7 +145,7 @@ export class ApprovalService {
   async #outcomeOf(row: ApprovalRow, payload: Buffer | null): Promise<ExecutionOutcome> {
     let identityRow;
     try {
-      identityRow = await loadIdentityRow(this.opts.db, row.identity_id);
+      identityRow = await getIdentityById(this.opts.db, row.identity_id);
     } catch (err) {
       this.opts.log.error({ err, approval_id: row.id }, 'identity of an approval cannot be loaded');
       return failureResult('unavailable', 'The identity could not be loaded; the request was not executed.');

@@ -172,6 +172,3 @@ export async function unclaimedApprovals(db: Db, graceMs: number, limit: number)
 }
 
 /** The identity of an approval's requester, fresh from the store (never a cached session). */
-export async function loadIdentityRow(db: Db, id: number) {
-  return guard('identity', () => db.selectFrom('identities').selectAll().where('id', '=', id).executeTakeFirst());
-}

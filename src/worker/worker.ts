@@ -1,7 +1,7 @@
 // The background worker role: listens on nothing; sends heartbeats and runs the periodic tasks registered with it (ingestion, catalog, sweeps).
 import os from 'node:os';
-import { sql } from 'kysely';
 import type { Services } from '../runtime/services.js';
+import { recordHeartbeat } from '../store/repos/workers.js';
 import { whenMigrated } from '../runtime/when-migrated.js';
 
 export interface PeriodicTask {
@@ -44,12 +44,7 @@ export class Worker {
   }
 
   async heartbeat(): Promise<void> {
-    const metadata = JSON.stringify({ host: os.hostname(), pid: process.pid, concurrency: this.services.config.worker.concurrency });
-    await this.services.db
-      .insertInto('workers')
-      .values({ worker_id: this.workerId, last_heartbeat: sql<Date>`now()`, metadata: sql`${metadata}::jsonb` })
-      .onConflict((oc) => oc.column('worker_id').doUpdateSet({ last_heartbeat: sql<Date>`now()`, metadata: sql`${metadata}::jsonb` }))
-      .execute();
+    await recordHeartbeat(this.services.db, this.workerId, { host: os.hostname(), pid: process.pid, concurrency: this.services.config.worker.concurrency });
   }
 
   #runOnce(task: PeriodicTask): void {
