@@ -1,13 +1,11 @@
 // The approval service of a composition root, built once on the shared governance runtime (so approved requests run through the live pipeline's deps).
 import { buildGovernanceRuntime } from '../runtime/governance.js';
-import type { Services } from '../runtime/services.js';
+import { perServices, type Services } from '../runtime/services.js';
 import { notifierFor } from '../notify/index.js';
 import { ApprovalExecutor } from './execute.js';
 import { ApprovalService, claimTimeoutMsFor, sweepApprovals } from './service.js';
 import { sqlApprovalExecutor } from './sql-executor.js';
 import { postgresRuntimeFor } from '../connectors/postgres-runtime.js';
-
-const services2approvals = new WeakMap<Services, Promise<ApprovalService>>();
 
 async function createApprovalService(services: Services): Promise<ApprovalService> {
   const governance = await buildGovernanceRuntime(services);
@@ -36,15 +34,7 @@ async function createApprovalService(services: Services): Promise<ApprovalServic
 }
 
 /** The process's approval service (admin decisions, recovery, the SQL executor registration point). */
-export function approvalServiceFor(services: Services): Promise<ApprovalService> {
-  let service = services2approvals.get(services);
-  if (service === undefined) {
-    service = createApprovalService(services);
-    services2approvals.set(services, service);
-    service.catch(() => services2approvals.delete(services));
-  }
-  return service;
-}
+export const approvalServiceFor: (services: Services) => Promise<ApprovalService> = perServices(createApprovalService);
 
 /** The worker task of issue 7 item 4: expiry and stale execution claims; needs only the store and the notifier. */
 export function approvalSweepTask(services: Services) {
