@@ -63,7 +63,7 @@ export interface EgressDispatcher {
    * connects to: every new connection resolves and checks again (checkTarget), so a memoized answer cannot be
    * used for rebinding. Refusals are not memoized.
    */
-  precheck(sourceId: string, hostname: string): Promise<void>;
+  precheck(sourceId: string, hostname: string): Promise<void> | void;
   /** Drops a source's pool (source deleted or reconfigured). */
   evict(sourceId: string): Promise<void>;
   close(): Promise<void>;
@@ -165,11 +165,13 @@ export function createEgressDispatcher(options: EgressDispatcherOptions): Egress
   }
 
   const allowed = new LRUCache<string, true>({ max: 10_000, ttl: PRECHECK_MEMO_MS });
-  async function precheck(sourceId: string, hostname: string): Promise<void> {
+  // A remembered allow answers synchronously: the pipeline then goes on without a microtask turn.
+  function precheck(sourceId: string, hostname: string): Promise<void> | void {
     const key = `${sourceId}\u0000${hostname}`;
     if (allowed.get(key)) return;
-    await checkTarget(sourceId, hostname);
-    allowed.set(key, true);
+    return checkTarget(sourceId, hostname).then(() => {
+      allowed.set(key, true);
+    });
   }
 
   return {

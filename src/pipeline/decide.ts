@@ -1,7 +1,7 @@
 // The decision stages shared by every front door (spec §4 steps 1–5): input, identity, source, source role, policy, rate limit, risk and approval.
 import { GatehouseError } from '../errors/registry.js';
 import { sourceRoleDecision, type SourceRoleRequest } from '../governance/source-roles.js';
-import { evaluate, type Operation } from '../governance/policy/index.js';
+import { evaluate, type Decision, type Operation } from '../governance/policy/index.js';
 import { approvalVerdict, assessRisk } from '../governance/risk.js';
 import { checkProxyPath, placeUnderBase } from '../gateway/proxy/path.js';
 import type { GovernedRequest, PipelineDeps, Stage } from './context.js';
@@ -52,8 +52,14 @@ export const refuseSessionEscapes: Stage = {
 /** Step 2a: who is asking. Missing or invalid credentials are 401 before anything about the source is revealed. */
 export const authenticateIdentity: Stage = {
   name: 'authenticate',
-  async run(req, deps) {
-    req.identity = req.credential.kind === 'authenticated' ? req.credential.identity : await deps.authenticate(req.credential.authorization);
+  run(req, deps) {
+    if (req.credential.kind === 'authenticated') {
+      req.identity = req.credential.identity;
+      return;
+    }
+    return deps.authenticate(req.credential.authorization).then((identity) => {
+      req.identity = identity;
+    });
   },
 };
 
@@ -126,24 +132,28 @@ export const applyPolicy: Stage = {
 /** Step 4b: every rate limit of every matching policy, shared across replicas through the coordination store. */
 export const enforceRateLimit: Stage = {
   name: 'rate_limit',
-  async run(req, deps) {
+  run(req, deps) {
     const limits = req.policyDecision!.obligations.rate_limits;
     if (limits.length === 0) return;
-    const result = await deps.rateLimiter.consumeAll({ identity_id: req.identity!.id, source_id: req.sourceId }, limits);
-    if (result.allowed) return;
-    if (result.reason === 'limiter_unavailable') {
-      // Fail closed: without the shared budget nobody can tell whether the limit still holds.
-      throw new GatehouseError('unavailable', 'The rate limiter is unavailable.', { retryAfterSeconds: result.retryAfterSeconds });
-    }
-    req.audit.addReason(`rate_limit: policy ${result.policy_id}`);
-    throw new GatehouseError('rate_limited', undefined, { retryAfterSeconds: result.retryAfterSeconds });
+    return consumeRateLimits(req, deps, limits);
   },
 };
+
+async function consumeRateLimits(req: GovernedRequest, deps: PipelineDeps, limits: Decision['obligations']['rate_limits']): Promise<void> {
+  const result = await deps.rateLimiter.consumeAll({ identity_id: req.identity!.id, source_id: req.sourceId }, limits);
+  if (result.allowed) return;
+  if (result.reason === 'limiter_unavailable') {
+    // Fail closed: without the shared budget nobody can tell whether the limit still holds.
+    throw new GatehouseError('unavailable', 'The rate limiter is unavailable.', { retryAfterSeconds: result.retryAfterSeconds });
+  }
+  req.audit.addReason(`rate_limit: policy ${result.policy_id}`);
+  throw new GatehouseError('rate_limited', undefined, { retryAfterSeconds: result.retryAfterSeconds });
+}
 
 /** Step 5: classify write risk and queue for a human when role, policy or risk says so. */
 export const queueRiskyWrites: Stage = {
   name: 'approval',
-  async run(req, deps) {
+  run(req, deps) {
     const risk =
       req.action.kind === 'http'
         ? assessRisk({ kind: 'http', method: req.action.method })
@@ -169,9 +179,10 @@ export const queueRiskyWrites: Stage = {
     req.audit.addReason(`approval: ${verdict.reason}`);
     // The stored request is an audit-worthy event: in strict mode it is refused unless its entry can be recorded.
     req.audit.admit();
-    const ticket = await deps.approvals.enqueue(req as Parameters<PipelineDeps['approvals']['enqueue']>[0]);
-    req.approval = ticket;
-    return { kind: 'queued', approval: ticket };
+    return deps.approvals.enqueue(req as Parameters<PipelineDeps['approvals']['enqueue']>[0]).then((ticket) => {
+      req.approval = ticket;
+      return { kind: 'queued' as const, approval: ticket };
+    });
   },
 };
 

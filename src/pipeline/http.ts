@@ -3,7 +3,8 @@ import { GatehouseError } from '../errors/registry.js';
 import { isCacheEligible, isRequestCacheable } from '../governance/cache-scope.js';
 import { upstreamRequest, type UpstreamMethod } from '../egress/request.js';
 import { resolveCredential } from '../connectors/credentials.js';
-import { httpConfigSchema } from '../connectors/http.js';
+import { httpConfigSchema, type HttpConfig } from '../connectors/http.js';
+import type { RegisteredSource } from '../registry/sources.js';
 import type { EgressDispatcher } from '../egress/agent.js';
 import type { CircuitRegistry } from '../egress/circuit.js';
 import type { CacheKey, GovernedCache } from '../cache/governed-cache.js';
@@ -79,21 +80,38 @@ function cacheScope(req: HttpExecution) {
   };
 }
 
+/**
+ * Parsed connection configs by the registry's config object: the registry replaces a source's object on every
+ * reload, so a changed config is parsed again, and the schema (zod) runs once per load instead of per request.
+ */
+const parsedConfigs = new WeakMap<object, HttpConfig | null>();
+
+function httpConfigOf(source: RegisteredSource): HttpConfig | null {
+  const raw = source.connection_config;
+  let config = parsedConfigs.get(raw);
+  if (config === undefined) {
+    const parsed = httpConfigSchema.safeParse(raw);
+    config = parsed.success ? parsed.data : null;
+    parsedConfigs.set(raw, config);
+  }
+  return config;
+}
+
 /** Step 6: the target must be an allowed address for this source and its circuit must not be open. */
 export const checkEgress: HttpStage = {
   name: 'egress',
-  async run(req, deps) {
+  run(req, deps) {
     const circuit = deps.circuits.for(req.sourceId);
     if (circuit.state === 'open' || circuit.state === 'isolated') throw new GatehouseError('unavailable', 'The source is temporarily unavailable (circuit open).');
     // The connection re-checks the address it connects to; this early check makes a forbidden target a 403 before the cache or a write barrier is touched.
-    await deps.egress.precheck(req.sourceId, req.httpTarget!.url.hostname);
+    return deps.egress.precheck(req.sourceId, req.httpTarget!.url.hostname);
   },
 };
 
 /** Step 7: eligible GETs are served from the governed cache, keyed by the full decision scope. */
 export const lookupCache: HttpStage = {
   name: 'cache_lookup',
-  async run(req, deps) {
+  run(req, deps) {
     if (req.action.kind !== 'http') return;
     const eligible = isRequestCacheable({
       method: req.action.method,
@@ -105,28 +123,33 @@ export const lookupCache: HttpStage = {
       req.cacheOutcome = 'bypass';
       return;
     }
-    const found = await deps.cache.lookup(cacheScope(req));
-    req.cacheKey = found.key;
-    if (!found.hit) {
-      req.cacheOutcome = found.reason === 'not_found' ? 'miss' : 'bypass';
-      return;
-    }
-    req.cacheOutcome = 'hit';
-    const response = { status: found.entry.status, headers: { ...found.entry.headers }, body: found.entry.body };
-    req.response = response;
-    return { kind: 'respond', response };
+    return cachedAnswer(req, deps);
   },
 };
+
+async function cachedAnswer(req: HttpExecution, deps: HttpPipelineDeps): Promise<HttpOutcome | undefined> {
+  const found = await deps.cache.lookup(cacheScope(req));
+  req.cacheKey = found.key;
+  if (!found.hit) {
+    req.cacheOutcome = found.reason === 'not_found' ? 'miss' : 'bypass';
+    return;
+  }
+  req.cacheOutcome = 'hit';
+  const response = { status: found.entry.status, headers: { ...found.entry.headers }, body: found.entry.body };
+  req.response = response;
+  return { kind: 'respond', response };
+}
 
 /** Step 8a: with strict write barriers, a mutation advances the source generation before it executes (spec rule 9). */
 export const raiseWriteBarrier: HttpStage = {
   name: 'write_barrier',
-  async run(req, deps) {
+  run(req, deps) {
     if (!isWriteOperation(req.operation)) return;
     // Strict audit: a write must not reach the upstream unless its entry can be recorded.
     req.audit.admit();
-    await deps.cache.beforeWrite(req.sourceId);
-    req.barrierRaised = true;
+    return deps.cache.beforeWrite(req.sourceId).then(() => {
+      req.barrierRaised = true;
+    });
   },
 };
 
@@ -140,9 +163,8 @@ export const executeUpstream: HttpStage = {
       const v = req.action.headers[name];
       if (v !== undefined) headers[name] = v;
     }
-    const parsed = httpConfigSchema.safeParse(req.source!.connection_config);
-    if (!parsed.success) throw new GatehouseError('invalid_request', 'The source configuration is invalid.');
-    const config = parsed.data;
+    const config = httpConfigOf(req.source!);
+    if (config === null) throw new GatehouseError('invalid_request', 'The source configuration is invalid.');
     const credential = resolveCredential(config, { literal: 'token', ref: 'token_ref' }, (ref) => deps.resolveSecretRef(ref));
     if (!credential.ok) {
       deps.log.error({ source_id: req.sourceId, problem: credential.problem }, 'source credential reference cannot be resolved');
@@ -215,7 +237,7 @@ export const redactResponse: HttpStage = {
 /** Step 9b: the redacted form of an eligible answer is stored under the key read before the upstream call. */
 export const storeInCache: HttpStage = {
   name: 'cache_store',
-  async run(req, deps) {
+  run(req, deps) {
     if (!req.cacheKey || req.action.kind !== 'http') return;
     const upstream = req.upstream!;
     const response = req.response!;
@@ -230,18 +252,19 @@ export const storeInCache: HttpStage = {
       maxEntryBytes: deps.config.gateway.limits.response_body_bytes,
     });
     if (!eligible.eligible) return;
-    await deps.cache.store(req.cacheKey, response, { ttlSeconds: eligible.maxTtlSeconds });
+    return deps.cache.store(req.cacheKey, response, { ttlSeconds: eligible.maxTtlSeconds }).then(() => undefined);
   },
 };
 
 /** Step 10: after a successful mutation, dependent cache entries of the source are invalidated everywhere. */
 export const invalidateAfterWrite: HttpStage = {
   name: 'invalidate',
-  async run(req, deps) {
+  run(req, deps) {
     if (!isWriteOperation(req.operation)) return;
     const status = req.upstream?.status ?? 0;
     // A failed write may still have changed something upstream; when the barrier already ran, advancing again is cheap and safe.
-    if ((status >= 200 && status < 300) || req.barrierRaised) await deps.cache.afterWrite(req.sourceId);
+    if ((status >= 200 && status < 300) || req.barrierRaised) return deps.cache.afterWrite(req.sourceId);
+    return undefined;
   },
 };
 
