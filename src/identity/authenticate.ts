@@ -84,7 +84,12 @@ async function identityFromStore(deps: AgentAuthDeps, key: string, digest: strin
 export async function authenticateAgent(deps: AgentAuthDeps, authorizationHeader: string | undefined): Promise<AgentIdentity> {
   const key = bearerKey(authorizationHeader);
   if (key === null) throw unauthenticated();
-  const digest = digestApiKey(deps.pepper, key);
+  const rememberedDigest = deps.memo?.digestOf(deps.pepper, key);
+  const digest = rememberedDigest ?? digestApiKey(deps.pepper, key);
+  const accepted = (identity: AgentIdentity): AgentIdentity => {
+    if (rememberedDigest === undefined) deps.memo?.rememberDigest(deps.pepper, key, digest);
+    return identity;
+  };
   const sessionKey = keySessionKey(digest);
   const useSessions = deps.ttlSeconds > 0;
 
@@ -92,13 +97,13 @@ export async function authenticateAgent(deps: AgentAuthDeps, authorizationHeader
   let revoked = false;
   if (useSessions) {
     const remembered = deps.memo?.get(digest);
-    if (remembered !== undefined) return remembered;
+    if (remembered !== undefined) return accepted(remembered);
     try {
       const session = decodeSession(await deps.coord.get(sessionKey));
       if (session === 'revoked') revoked = true;
       else if (session !== null && digestsEqual(session.digest, digest) && session.identity.enabled) {
         deps.memo?.set(digest, session.identity);
-        return session.identity;
+        return accepted(session.identity);
       }
     } catch {
       coordUp = false;
@@ -115,5 +120,5 @@ export async function authenticateAgent(deps: AgentAuthDeps, authorizationHeader
       // The session is an optimisation; the database already answered.
     }
   }
-  return identity;
+  return accepted(identity);
 }

@@ -32,12 +32,24 @@ export const KEY_SESSION_REVOKED_CHANNEL = 'keysession:revoked';
 export const KEY_SESSION_MEMO_MS = 1_000;
 
 /**
+ * How long the digest of an accepted key is remembered. The digest is a pure function of pepper and key, so a
+ * remembered one can never outlive a revocation (revocations act on the key session, which is keyed by digest);
+ * the bound is about memory: the raw key is the lookup key, so it is kept briefly and purged on expiry.
+ */
+export const KEY_DIGEST_MEMO_MS = 10_000;
+/** Distinct keys a process remembers digests for (agents active within KEY_DIGEST_MEMO_MS). */
+const KEY_DIGEST_MEMO_MAX = 1_024;
+
+/**
  * Key sessions held in process memory for a second, so a busy agent's requests need no coordination-store read.
  * Trusted only while the revocation subscription is healthy: if pub/sub is down, a revocation elsewhere could
  * not reach this copy, so every request reads the coordination store again.
  */
 export class KeySessionMemo {
   readonly #cache = new LRUCache<string, AgentIdentity>({ max: 50_000, ttl: KEY_SESSION_MEMO_MS });
+  // The HMAC per request was the largest part of authentication in the proxy profile; only accepted keys are
+  // remembered, so presenting random keys neither fills this with strangers' guesses nor evicts real agents.
+  readonly #digests = new LRUCache<string, { pepper: string; digest: string }>({ max: KEY_DIGEST_MEMO_MAX, ttl: KEY_DIGEST_MEMO_MS, ttlAutopurge: true });
   #subscribed = false;
   #unsubscribe: (() => Promise<void>) | null = null;
 
@@ -65,6 +77,17 @@ export class KeySessionMemo {
     if (this.#subscribed) this.#cache.set(digest, identity);
   }
 
+  /** The remembered digest of an accepted key under this pepper, if any. */
+  digestOf(pepper: string, key: string): string | undefined {
+    const remembered = this.#digests.get(key);
+    return remembered !== undefined && remembered.pepper === pepper ? remembered.digest : undefined;
+  }
+
+  /** Remembers the digest of a key that just authenticated an identity. */
+  rememberDigest(pepper: string, key: string, digest: string): void {
+    this.#digests.set(key, { pepper, digest });
+  }
+
   drop(digests: readonly string[]): void {
     for (const d of digests) this.#cache.delete(d);
   }
@@ -72,6 +95,7 @@ export class KeySessionMemo {
   async stop(): Promise<void> {
     this.#subscribed = false;
     this.#cache.clear();
+    this.#digests.clear();
     await this.#unsubscribe?.();
   }
 }
