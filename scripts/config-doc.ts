@@ -19,6 +19,7 @@ const MEANING: Record<string, string> = {
   'gateway.pg_enabled': 'Whether the PostgreSQL wire listener is started.',
   'gateway.pg_host': 'Address the PostgreSQL wire listener binds; null uses `gateway.host`.',
   'gateway.pg_port': 'PostgreSQL wire listener port. The development config moves it to 15432 because a real PostgreSQL usually holds 5432.',
+  'gateway.processes': 'Gateway processes on this host. Above 1, the service starts that many minus one gateway-role replicas that bind the same HTTP and PostgreSQL wire ports (SO_REUSEPORT; the kernel spreads connections), restarts a replica that dies and stops them with itself. Each process is a full replica, so this needs `database.url` and `redis.url`. Node serves one request at a time per process: set it to the cores the gateway may use.',
   'gateway.trust_proxy': 'Trust `X-Forwarded-*` headers from a fronting proxy when deriving the client address (gateway and admin listeners).',
   'gateway.tls.cert_file': 'PEM certificate for HTTPS on the gateway listener; set together with `key_file`.',
   'gateway.tls.key_file': 'PEM private key for HTTPS on the gateway listener; set together with `cert_file`.',

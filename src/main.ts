@@ -72,6 +72,7 @@ async function start(roleArg: string | undefined): Promise<void> {
   }
 
   const { startService } = await import('./runtime/start.js');
+  const { isReplica, announceReplica } = await import('./runtime/gateway-replicas.js');
   const running = await startService(loaded, role, log);
   const graceMs = loaded.config.gateway.timeouts.shutdown_grace_ms;
   const onSignal = (signal: NodeJS.Signals) => {
@@ -90,6 +91,7 @@ async function start(roleArg: string | undefined): Promise<void> {
   };
   process.once('SIGTERM', onSignal);
   process.once('SIGINT', onSignal);
+  if (isReplica()) announceReplica(() => onSignal('SIGTERM'));
 }
 
 function configCheck(): void {

@@ -47,6 +47,11 @@ export function crossFieldProblems(c: Config): string[] {
       }
     }
   }
+  if (servesGateway(c) && c.gateway.processes > 1) {
+    // Each process is a replica: key-session revocations and cache invalidations must reach the others.
+    if (c.database.url === null) problems.push('gateway.processes: more than one gateway process needs database.url (the embedded store belongs to one process)');
+    if (c.redis.url === null) problems.push('gateway.processes: more than one gateway process needs redis.url (in-process coordination cannot reach the other processes)');
+  }
   if (c.audit.spool.segment_bytes > c.audit.spool.max_bytes) {
     problems.push('audit.spool.segment_bytes: must not exceed audit.spool.max_bytes');
   }

@@ -24,6 +24,11 @@ export const gatewaySchema = section({
   pg_enabled: z.boolean().default(true),
   pg_host: host.nullable().default(null),
   pg_port: port.default(5432),
+  /**
+   * Gateway processes on this host sharing the gateway listeners (SO_REUSEPORT: the kernel spreads connections).
+   * Node runs one request at a time per process, so this is how one host uses more than one core.
+   */
+  processes: positiveInt(64).default(1),
   trust_proxy: z.boolean().default(false),
   tls: section({
     cert_file: filePath,

@@ -1,6 +1,6 @@
 // Starting a role: builds the services, binds each listener with a clear error naming the config key when a port is taken, and shuts down gracefully on SIGTERM/SIGINT.
 import type net from 'node:net';
-import type { FastifyInstance } from 'fastify';
+import type { FastifyInstance, FastifyListenOptions } from 'fastify';
 import type { LoadedConfig, ServiceRole } from '../config/index.js';
 import type { Logger } from '../observability/logger.js';
 import { buildServices, type Services } from './services.js';
@@ -10,6 +10,7 @@ import { buildWireListener } from '../gateway/pgwire/index.js';
 import { Worker } from '../worker/worker.js';
 import { maintainPartitions } from '../audit/partitions.js';
 import { approvalSweepTask } from '../approvals/runtime.js';
+import { GatewayReplicas, isReplica } from './gateway-replicas.js';
 
 export class ListenError extends Error {
   readonly code = 'listen_failed';
@@ -19,6 +20,8 @@ export interface RunningService {
   services: Services;
   /** Addresses actually bound, by config key (useful with port 0 in tests). */
   addresses: Record<string, { host: string; port: number }>;
+  /** The extra gateway processes this process runs (gateway.processes > 1), null otherwise. */
+  replicas: GatewayReplicas | null;
   shutdown(reason: string): Promise<void>;
 }
 
@@ -39,9 +42,11 @@ function listenFailure(err: unknown, key: string, host: string, port: number): L
   return new ListenError(`${key}: cannot listen on ${host}:${port} (${code ?? 'unknown error'})`);
 }
 
-async function listenFastify(app: FastifyInstance, key: string, host: string, port: number): Promise<{ host: string; port: number }> {
+async function listenFastify(app: FastifyInstance, key: string, host: string, port: number, reusePort = false): Promise<{ host: string; port: number }> {
   try {
-    await app.listen({ host, port, listenTextResolver: (address) => `${key}: listening at ${address}` });
+    // Fastify hands these options to net.Server#listen, which knows reusePort; Fastify's types do not list it.
+    const options: FastifyListenOptions & { reusePort: boolean } = { host, port, reusePort, listenTextResolver: (address) => `${key}: listening at ${address}` };
+    await app.listen(options);
   } catch (err) {
     throw listenFailure(err, key, host, port);
   }
@@ -49,11 +54,11 @@ async function listenFastify(app: FastifyInstance, key: string, host: string, po
   return { host: addr.address, port: addr.port };
 }
 
-async function listenNet(server: net.Server, key: string, host: string, port: number): Promise<{ host: string; port: number }> {
+async function listenNet(server: net.Server, key: string, host: string, port: number, reusePort = false): Promise<{ host: string; port: number }> {
   await new Promise<void>((resolve, reject) => {
     const onError = (err: Error) => reject(listenFailure(err, key, host, port));
     server.once('error', onError);
-    server.listen({ host, port }, () => {
+    server.listen({ host, port, reusePort }, () => {
       server.off('error', onError);
       resolve();
     });
@@ -68,16 +73,19 @@ export async function startService(loaded: LoadedConfig, role: ServiceRole, log:
   const listeners: Listener[] = [];
   const addresses: RunningService['addresses'] = {};
   let worker: Worker | null = null;
+  let replicas: GatewayReplicas | null = null;
+  // Every gateway process of this host binds the same ports; the kernel spreads connections across them.
+  const sharedListeners = config.gateway.processes > 1;
 
   try {
     if (role === 'all' || role === 'gateway') {
       const gateway = await buildGatewayApp(services);
-      addresses['gateway.http_port'] = await listenFastify(gateway, 'gateway.http_port', config.gateway.host, config.gateway.http_port);
+      addresses['gateway.http_port'] = await listenFastify(gateway, 'gateway.http_port', config.gateway.host, config.gateway.http_port, sharedListeners);
       listeners.push({ key: 'gateway.http_port', close: () => gateway.close() });
       if (config.gateway.pg_enabled) {
         const wire = await buildWireListener(services);
         const host = config.gateway.pg_host ?? config.gateway.host;
-        addresses['gateway.pg_port'] = await listenNet(wire.server, 'gateway.pg_port', host, config.gateway.pg_port);
+        addresses['gateway.pg_port'] = await listenNet(wire.server, 'gateway.pg_port', host, config.gateway.pg_port, sharedListeners);
         listeners.push({ key: 'gateway.pg_port', close: () => wire.close() });
       }
     }
@@ -101,7 +109,14 @@ export async function startService(loaded: LoadedConfig, role: ServiceRole, log:
       worker.addTask(approvalSweepTask(services));
       await worker.start();
     }
+    if (sharedListeners && (role === 'all' || role === 'gateway') && !isReplica()) {
+      // Replicas bind the ports this process actually got (the configuration may say 0).
+      const ports: Record<string, number> = { SERVICE_GATEWAY__HTTP_PORT: addresses['gateway.http_port']!.port };
+      if (addresses['gateway.pg_port']) ports.SERVICE_GATEWAY__PG_PORT = addresses['gateway.pg_port'].port;
+      replicas = await GatewayReplicas.start({ count: config.gateway.processes - 1, ports, log, graceMs: config.gateway.timeouts.shutdown_grace_ms });
+    }
   } catch (err) {
+    await replicas?.stop();
     for (const l of listeners.reverse()) await l.close().catch(() => undefined);
     await worker?.stop();
     await services.close();
@@ -114,7 +129,7 @@ export async function startService(loaded: LoadedConfig, role: ServiceRole, log:
       log.info({ reason }, 'shutting down: draining listeners');
       services.readiness.startDraining();
       // Listeners first (stop accepting, finish in-flight requests), then the worker, then stores flush and close.
-      await Promise.allSettled(listeners.map((l) => l.close()));
+      await Promise.allSettled([...listeners.map((l) => l.close()), replicas?.stop()]);
       await worker?.stop();
       await services.close();
       log.info('shutdown complete');
@@ -129,8 +144,9 @@ export async function startService(loaded: LoadedConfig, role: ServiceRole, log:
       store: services.store.kind,
       coordination: services.coord.kind,
       listeners: Object.fromEntries(Object.entries(addresses).map(([k, a]) => [k, `${a.host}:${a.port}`])),
+      ...(replicas ? { gateway_replicas: replicas.pids() } : {}),
     },
-    'gatehouse started',
+    isReplica() ? 'gateway replica started' : 'gatehouse started',
   );
-  return { services, addresses, shutdown };
+  return { services, addresses, replicas, shutdown };
 }
