@@ -1,9 +1,11 @@
 // Governance of one wire statement: the shared decision stages, the audit entry it owns, and the ErrorResponse a refusal becomes.
 import { randomUUID } from 'node:crypto';
 import { LRUCache } from 'lru-cache';
-import { decisionStages, preparationStages } from '../../pipeline/decide.js';
+import { auditFieldsOf, decisionStages, preparationStages } from '../../pipeline/decide.js';
 import { asGatehouseError, auditFailure, runStages } from '../../pipeline/run.js';
 import type { GovernedRequest, PipelineDeps, Stage, StageOutcome } from '../../pipeline/context.js';
+import type { CompiledPolicySet } from '../../governance/policy/index.js';
+import type { RegisteredSource } from '../../registry/sources.js';
 import type { AuditContext, Auditor } from '../../audit/context.js';
 import type { AgentIdentity } from '../../identity/index.js';
 import { toAgentIdentity } from '../../identity/index.js';
@@ -45,9 +47,112 @@ export function errorFieldsOf(err: unknown): ErrorFields {
   return { sqlstate, message: e.message, ...(e.retryAfterSeconds !== undefined ? { hint: `Retry after ${e.retryAfterSeconds} s.` } : {}) };
 }
 
+type RoleContext = Awaited<ReturnType<PipelineDeps['roleContext']>>;
+
+/** The stage names the memo knows every input of; any other list (a stage added or moved) is always run in full. */
+const MEMO_STAGE_NAMES = 'validate_input,session_escape,authenticate,resolve_source,source_role,policy,rate_limit,approval';
+const MEMO_ENABLED = decisionStages.map((s) => s.name).join(',') === MEMO_STAGE_NAMES;
+const MAX_MEMO_ENTRIES = 64;
+/** What the front door sets on a request before the stages run; everything else on it is what the stages decided. */
+const FRONT_DOOR_FIELDS: ReadonlySet<string> = new Set(['channel', 'requestId', 'clientIp', 'sourceId', 'credential', 'action', 'audit', 'preApproved']);
+
+/** An allowed statement's decision and every input it was made from (pipeline/decide.ts), compared by identity on reuse. */
+interface Remembered {
+  identity: AgentIdentity;
+  source: RegisteredSource;
+  roleContext: RoleContext;
+  policies: CompiledPolicySet;
+  /** The decision holds from when its stages started until the first grant expiry after they ended. */
+  from: number;
+  until: number;
+  /** The request fields the stages set (classification, source, role and policy decisions, risk). */
+  fields: Partial<GovernedRequest>;
+}
+
+/**
+ * Decisions of a session's statements, reused by the extended protocol's Parse and Execute while nothing they were made
+ * from changed: the same statement text, identity state (the refresher's, re-read at most once a second as for every
+ * statement), registry source record, role context (the grant-version cache's answer, asked again each time), compiled
+ * policy set, and no grant expiring in between. Only an allow that consumed nothing is reused: a policy with a rate
+ * limit or a statement needing approval runs every stage every time. Sessions decide one statement at a time, so the
+ * role context the stages used is the last one asked for.
+ */
+export class DecisionMemo {
+  readonly #entries = new Map<string, Remembered>();
+  readonly #pipeline: PipelineDeps;
+  readonly deps: PipelineDeps;
+  #roleContext: RoleContext | null = null;
+  /** Statements decided from the memo (tests read it to see the memo works). */
+  reused = 0;
+
+  constructor(pipeline: PipelineDeps) {
+    this.#pipeline = pipeline;
+    this.deps = {
+      ...pipeline,
+      roleContext: async (identity, sourceId) => (this.#roleContext = await pipeline.roleContext(identity, sourceId)),
+    };
+  }
+
+  /** Sets the remembered decision's fields on `req` when every input is unchanged; false when the stages must run. */
+  async reuse(req: GovernedRequest, identity: AgentIdentity, sql: string): Promise<boolean> {
+    const m = this.#entries.get(sql);
+    if (!m || m.identity !== identity) return false;
+    const now = Date.now();
+    if (now < m.from || now >= m.until) return false;
+    const p = this.#pipeline;
+    try {
+      if (p.lookupSource(req.sourceId) !== m.source || p.policies() !== m.policies) return false;
+      if ((await p.roleContext(identity, req.sourceId)) !== m.roleContext) return false;
+    } catch {
+      // The stages meet the same failure and refuse the statement with it.
+      return false;
+    }
+    Object.assign(req, m.fields);
+    // What runStages records when the stages end.
+    req.audit.set(auditFieldsOf(req));
+    this.reused++;
+    return true;
+  }
+
+  /** Call right before the stages run; `remember` then keeps their decision if it can be reused. */
+  begin(): number {
+    this.#roleContext = null;
+    return Date.now();
+  }
+
+  remember(req: GovernedRequest, identity: AgentIdentity, sql: string, from: number): void {
+    const roleContext = this.#roleContext;
+    const source = req.source;
+    const policy = req.policyDecision;
+    if (!roleContext || !source || !policy || policy.obligations.rate_limits.length > 0) return;
+    // Reasons are only added on the way to a refusal today; one on an allow would be lost by reuse.
+    if (req.audit.snapshot().reasons.length > 0) return;
+    let policies: CompiledPolicySet;
+    try {
+      policies = this.#pipeline.policies();
+    } catch {
+      return;
+    }
+    const ended = Date.now();
+    let until = Infinity;
+    for (const g of roleContext.grants) {
+      const expiry = g.expires_at?.getTime();
+      if (expiry === undefined || expiry <= from) continue;
+      // A grant that expired while the stages ran may have been seen either way: such a decision is not kept.
+      if (expiry <= ended) return;
+      until = Math.min(until, expiry);
+    }
+    const fields: Partial<GovernedRequest> = {};
+    for (const [k, v] of Object.entries(req)) if (!FRONT_DOOR_FIELDS.has(k)) (fields as Record<string, unknown>)[k] = v;
+    if (this.#entries.size >= MAX_MEMO_ENTRIES) this.#entries.clear();
+    this.#entries.set(sql, { identity, source, roleContext, policies, from, until, fields });
+  }
+}
+
 /**
  * Runs one statement through the stages. Allowed: the caller executes it and ends the audit entry with what
  * the upstream answered. Refused or queued: the entry is ended here, and the caller answers the error.
+ * With a memo (extended protocol), an unchanged decision is reused instead of running the stages again.
  */
 export async function decideStatement(
   d: WireDecider,
@@ -55,6 +160,7 @@ export async function decideStatement(
   sql: string,
   params: readonly unknown[],
   stages: readonly Stage[],
+  memo: DecisionMemo | null = null,
 ): Promise<StatementDecision> {
   const audit = d.auditor.begin({ channel: 'pgwire', request_id: `${d.sessionId}:${randomUUID().slice(0, 8)}`, client_ip: d.clientIp, source_id: d.sourceId, bytes_in: Buffer.byteLength(sql) });
   const req: GovernedRequest = {
@@ -66,9 +172,12 @@ export async function decideStatement(
     action: { kind: 'sql', sql, params },
     audit,
   };
+  const memoize = memo !== null && MEMO_ENABLED;
+  if (memoize && (await memo.reuse(req, identity, sql))) return { kind: 'allow', req };
+  const from = memoize ? memo.begin() : 0;
   let outcome: StageOutcome | undefined;
   try {
-    outcome = await runStages(stages, req, d.pipeline);
+    outcome = await runStages(stages, req, memoize ? memo.deps : d.pipeline);
   } catch (err) {
     if (asGatehouseError(err).code === 'internal') d.pipeline.log.error({ err }, 'wire statement decision failed');
     return { kind: 'refused', req, error: errorFieldsOf(err), recorded: endRecorded(d, audit, auditFailure(err)) };
@@ -88,6 +197,7 @@ export async function decideStatement(
       },
     };
   }
+  if (memoize && stages === WIRE_EXECUTE_STAGES) memo.remember(req, identity, sql, from);
   return { kind: 'allow', req };
 }
 
@@ -118,7 +228,8 @@ export class IdentityRefresher {
   readonly #cache: LRUCache<number, IdentityState>;
 
   constructor(private readonly db: Db, ttlMs = 1_000) {
-    this.#cache = new LRUCache({ max: 10_000, ttl: ttlMs });
+    // ttlResolution 0: lru-cache otherwise arms a timer per millisecond of lookups to debounce its clock reads.
+    this.#cache = new LRUCache({ max: 10_000, ttl: ttlMs, ttlResolution: 0 });
   }
 
   async current(id: number): Promise<IdentityState | null> {

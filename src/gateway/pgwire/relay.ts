@@ -27,7 +27,7 @@ import {
   type ErrorFields,
   type Frame,
 } from './protocol.js';
-import { WIRE_EXECUTE_STAGES, WIRE_PARSE_STAGES, decideStatement, endRecorded, type StatementDecision, type WireDecider } from './decide.js';
+import { DecisionMemo, WIRE_EXECUTE_STAGES, WIRE_PARSE_STAGES, decideStatement, endRecorded, type StatementDecision, type WireDecider } from './decide.js';
 
 /** Types whose binary form is their UTF-8 text, so personal-data scanning applies in binary results too. */
 const TEXT_LIKE_OIDS = new Set([25, 1043, 1042, 19, 114]);
@@ -113,8 +113,11 @@ export class WireRelay {
   #unrecorded: Promise<boolean>[] = [];
   #clientBlocked = false;
   #upstreamPaused = false;
+  /** Decisions of prepared statements, reused by Parse and Execute while their inputs are unchanged. */
+  readonly memo: DecisionMemo;
 
   constructor(private readonly client: net.Socket, private readonly upstream: UpstreamConnection, private readonly deps: RelayDeps) {
+    this.memo = new DecisionMemo(deps.decider.pipeline);
     upstream.setHandler(
       (type, raw, body) => this.#onUpstream(type, raw, body),
       () => this.#flush(false),
@@ -285,9 +288,9 @@ export class WireRelay {
     return { req, plan: null, portal, rows: 0, redactions: 0, bytesOut: 0, limitHit: false, ended: false };
   }
 
-  async #decide(sql: string, params: readonly unknown[], stages: typeof WIRE_EXECUTE_STAGES): Promise<StatementDecision> {
+  async #decide(sql: string, params: readonly unknown[], stages: typeof WIRE_EXECUTE_STAGES, memo: DecisionMemo | null): Promise<StatementDecision> {
     const identity = await this.deps.identity();
-    return decideStatement(this.deps.decider, identity, sql, params, stages);
+    return decideStatement(this.deps.decider, identity, sql, params, stages, memo);
   }
 
   async #query(sql: string): Promise<void> {
@@ -300,7 +303,8 @@ export class WireRelay {
     }
     // Decide every statement first: if any is refused or queued, none runs (docs/pgwire.md).
     const decisions: StatementDecision[] = [];
-    for (const text of texts) decisions.push(await this.#decide(text, [], WIRE_EXECUTE_STAGES));
+    // Simple-protocol texts carry their literals, so they seldom repeat: no memo.
+    for (const text of texts) decisions.push(await this.#decide(text, [], WIRE_EXECUTE_STAGES, null));
     const refusal = decisions.find((d) => d.kind !== 'allow');
     if (refusal) {
       for (const d of decisions) {
@@ -328,7 +332,7 @@ export class WireRelay {
       this.#refuseExtended({ sqlstate: '42601', message: 'cannot insert multiple commands into a prepared statement' });
       return;
     }
-    const decision = sql.trim() === '' ? null : await this.#decide(sql, [], WIRE_PARSE_STAGES);
+    const decision = sql.trim() === '' ? null : await this.#decide(sql, [], WIRE_PARSE_STAGES, this.memo);
     if (decision && decision.kind !== 'allow') {
       this.#track(decision.recorded);
       this.#refuseExtended(decision.error);
@@ -363,7 +367,7 @@ export class WireRelay {
       this.#batch.push(frame.raw);
       return;
     }
-    const decision = await this.#decide(portal.sql, portal.params, WIRE_EXECUTE_STAGES);
+    const decision = await this.#decide(portal.sql, portal.params, WIRE_EXECUTE_STAGES, this.memo);
     if (decision.kind !== 'allow') {
       this.#track(decision.recorded);
       this.#refuseExtended(decision.error);
