@@ -73,9 +73,20 @@ export type ResolveProxyTargetResult =
 
 const reject = (reason: PathRejectReason): { ok: false; code: 'invalid_path'; reason: PathRejectReason } => ({ ok: false, code: 'invalid_path', reason });
 
-// RFC 3986 pchar minus `%` (checked separately) and `;` (matrix params refused on purpose), plus `/`.
-const PATH_CHAR = /^[A-Za-z0-9\-._~!$&'()*+,=:@/%]$/;
-const HEX = /^[0-9A-Fa-f]{2}$/;
+// RFC 3986 pchar minus `;` (matrix params refused on purpose), plus `/` and `%` (its escape is checked separately),
+// as a table by character code: the raw scan runs over every character of every proxied path.
+const PATH_CHARS = new Uint8Array(128);
+for (const c of "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~!$&'()*+,=:@/%") PATH_CHARS[c.charCodeAt(0)] = 1;
+const PERCENT = 0x25;
+
+function isHexDigit(cp: number): boolean {
+  return (cp >= 0x30 && cp <= 0x39) || (cp >= 0x41 && cp <= 0x46) || (cp >= 0x61 && cp <= 0x66);
+}
+
+/** Two hex digits at `i` (false past the end, as a truncated escape). */
+function hexPairAt(s: string, i: number): boolean {
+  return isHexDigit(s.charCodeAt(i)) && isHexDigit(s.charCodeAt(i + 1));
+}
 const SCHEME_LIKE = /^[A-Za-z][A-Za-z0-9+.-]*:/;
 const utf8 = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true });
 
@@ -127,14 +138,14 @@ export function placeUnderBase(checked: CheckedProxyPath, baseUrl: string): Reso
   const upstreamPath = checked.canonical === '' ? base.pathname : base.pathTrimmed + checked.canonical;
   let url: URL;
   try {
-    url = new URL(upstreamPath, base.url.origin);
+    url = new URL(upstreamPath, base.origin);
   } catch {
     return reject('containment');
   }
   if (checked.query !== '') url.search = checked.query;
 
   // Defence in depth: whatever the checks above missed, the result must stay beneath the base.
-  if (url.origin !== base.url.origin || url.username !== '' || url.password !== '' || url.hash !== '') return reject('containment');
+  if (url.origin !== base.origin || url.username !== '' || url.password !== '' || url.hash !== '') return reject('containment');
   if (url.pathname !== base.pathname && url.pathname !== base.pathTrimmed + '/' && !url.pathname.startsWith(base.pathTrimmed + '/')) {
     return reject('containment');
   }
@@ -151,6 +162,8 @@ export function resolveProxyTarget(input: ResolveProxyTargetInput): ResolveProxy
 
 interface ParsedBase {
   url: URL;
+  /** `url.origin`, which a URL computes afresh on every read. */
+  origin: string;
   /** The base pathname as configured (`/base/` or `/base`; `/` for a root base). */
   pathname: string;
   /** The base pathname without its trailing slash (`/base`; '' for a root base). */
@@ -181,7 +194,7 @@ function parseBaseUrl(raw: string): ParsedBase | null {
   if (url.protocol !== 'http:' && url.protocol !== 'https:') return null;
   if (url.username !== '' || url.password !== '' || url.search !== '' || url.hash !== '') return null;
   const pathname = url.pathname;
-  return { url, pathname, pathTrimmed: pathname.endsWith('/') ? pathname.slice(0, -1) : pathname };
+  return { url, origin: url.origin, pathname, pathTrimmed: pathname.endsWith('/') ? pathname.slice(0, -1) : pathname };
 }
 
 /** Validates the remainder; returns its canonical raw form (for the URL) and decoded form (for matching), or a reason. */
@@ -189,19 +202,22 @@ function checkRemainder(remainder: string): { canonical: string; decoded: string
   if (remainder === '' || remainder === '/') return { canonical: remainder === '' ? '' : '/', decoded: '/' };
 
   // Raw characters first: the cheapest and most important filter.
+  let escaped = false;
   for (let i = 0; i < remainder.length; i++) {
-    const ch = remainder[i]!;
-    const cp = ch.charCodeAt(0);
-    if (cp < 0x20 || cp === 0x7f || (cp >= 0x80 && cp <= 0x9f)) return 'control_character';
-    if (ch === '\\') return 'backslash';
-    if (ch === '#') return 'fragment';
-    if (ch === ';') return 'matrix_parameter';
-    if (!PATH_CHAR.test(ch)) return 'invalid_character';
-    if (ch === '%') {
-      const hex = remainder.slice(i + 1, i + 3);
-      if (!HEX.test(hex)) return 'invalid_percent_encoding';
-      if (hex === '25' && HEX.test(remainder.slice(i + 3, i + 5))) return 'double_encoding';
+    const cp = remainder.charCodeAt(i);
+    if (cp < 0x80 && PATH_CHARS[cp] === 1) {
+      if (cp === PERCENT) {
+        if (!hexPairAt(remainder, i + 1)) return 'invalid_percent_encoding';
+        if (remainder.charCodeAt(i + 1) === 0x32 && remainder.charCodeAt(i + 2) === 0x35 && hexPairAt(remainder, i + 3)) return 'double_encoding';
+        escaped = true;
+      }
+      continue;
     }
+    if (cp < 0x20 || cp === 0x7f || (cp >= 0x80 && cp <= 0x9f)) return 'control_character';
+    if (cp === 0x5c) return 'backslash';
+    if (cp === 0x23) return 'fragment';
+    if (cp === 0x3b) return 'matrix_parameter';
+    return 'invalid_character';
   }
 
   const segments = remainder.slice(1).split('/');
@@ -220,12 +236,25 @@ function checkRemainder(remainder: string): { canonical: string; decoded: string
       }
       return 'empty_segment';
     }
-    const result = checkSegment(seg, s === 0);
+    const result = escaped && seg.includes('%') ? checkSegment(seg, s === 0) : checkPlainSegment(seg, s === 0);
     if (typeof result === 'string') return result;
     canonical.push(result.canonical);
     decoded.push(result.decoded);
   }
   return { canonical: '/' + canonical.join('/'), decoded: '/' + decoded.join('/') };
+}
+
+/**
+ * A segment of a remainder without any `%`, after the raw scan: only ASCII pchars, so it is its own decoded and
+ * canonical form, valid UTF-8, free of controls and NFKC-stable; what checkSegment would still refuse is checked here.
+ */
+function checkPlainSegment(seg: string, first: boolean): { canonical: string; decoded: string } | PathRejectReason {
+  if (isDotLike(seg)) return 'dot_segment';
+  if (first) {
+    if (SCHEME_LIKE.test(seg)) return 'scheme_injection';
+    if (seg.includes('@')) return 'authority_injection';
+  }
+  return { canonical: seg, decoded: seg };
 }
 
 function checkSegment(seg: string, first: boolean): { canonical: string; decoded: string } | PathRejectReason {
