@@ -1,7 +1,9 @@
 // runStages runs synchronous stages without a microtask turn between them, awaits the ones that return a promise, and ends on the first outcome or error with the audit fields recorded either way.
 import { describe, expect, it } from 'vitest';
 import { runStages } from '../../src/pipeline/run.js';
-import type { GovernedRequest, Stage, StageOutcome } from '../../src/pipeline/context.js';
+import type { GovernedRequest, Stage as PipelineStage, StageOutcome } from '../../src/pipeline/context.js';
+
+type Stage = PipelineStage<GovernedRequest, unknown>;
 
 function request(): GovernedRequest & { recorded: Record<string, unknown>[] } {
   const recorded: Record<string, unknown>[] = [];
