@@ -3,7 +3,7 @@ import { execFile, execFileSync, spawn } from 'node:child_process';
 import { chmodSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { Session } from 'node:inspector';
 import net from 'node:net';
-import { loadavg, tmpdir } from 'node:os';
+import { availableParallelism, loadavg, tmpdir } from 'node:os';
 import path from 'node:path';
 import { startWireWorld } from '../test/pgwire/fixture.js';
 
@@ -18,6 +18,12 @@ const AUDIT_MODE = process.env.BENCH_AUDIT_MODE ?? 'buffered';
 /** When set, a CPU profile of the gateway side of each Gatehouse run is written there. */
 const PROFILE_DIR = process.env.BENCH_CPU_PROFILE_DIR;
 /** SERVICE_* variables of the bench's environment configure the in-process gateway (e.g. SERVICE_AUDIT__DURABILITY_MODE=buffered). */
+/**
+ * Gateway processes (gateway.processes), one per core by default: how an operator runs Gatehouse on a host.
+ * PgBouncer is measured as one process and, with so_reuseport, as many processes as Gatehouse has; the
+ * better of the two is the PgBouncer figure, so the comparison never favours Gatehouse by handicapping it.
+ */
+const PROCESSES = Number(process.env.BENCH_GATEWAY_PROCESSES ?? availableParallelism());
 const SERVICE_ENV = Object.fromEntries(Object.entries(process.env).filter((e): e is [string, string] => e[0].startsWith('SERVICE_') && e[1] !== undefined));
 
 /** Linux clock ticks per second (USER_HZ), the unit of /proc/<pid>/stat CPU times. */
@@ -77,7 +83,7 @@ function pgbench(args: string[], env: Record<string, string> = {}): Promise<Run>
 }
 
 async function main(): Promise<void> {
-  const ww = await startWireWorld({ sourceId: 'benchsrc', setupSql: 'select 1', sourceConfig: { pool_max: 16 }, env: { SERVICE_OBSERVABILITY__LOG_LEVEL: 'warn', SERVICE_AUDIT__DURABILITY_MODE: AUDIT_MODE, ...SERVICE_ENV } });
+  const ww = await startWireWorld({ sourceId: 'benchsrc', setupSql: 'select 1', sourceConfig: { pool_max: 16 }, env: { SERVICE_OBSERVABILITY__LOG_LEVEL: 'warn', SERVICE_AUDIT__DURABILITY_MODE: AUDIT_MODE, SERVICE_GATEWAY__PROCESSES: String(PROCESSES), ...SERVICE_ENV } });
   const db = ww.upstream.name;
   execFileSync('pgbench', ['-i', '-q', '-s', '10', '-h', '127.0.0.1', '-p', '5432', '-U', 'postgres', db], { stdio: 'ignore' });
   const agent = await ww.world.agent('bench-agent', [{ source_id: ww.sourceId, role_key: 'writer' }]);
@@ -85,48 +91,66 @@ async function main(): Promise<void> {
   const dir = mkdtempSync(path.join(tmpdir(), 'gh-pgbouncer-'));
   chmodSync(dir, 0o777);
   const bouncerPort = await freePort();
+  const bouncerGroupPort = await freePort();
   writeFileSync(path.join(dir, 'userlist.txt'), '"postgres" ""\n');
-  writeFileSync(
-    path.join(dir, 'pgbouncer.ini'),
-    `[databases]\n${db} = host=127.0.0.1 port=5432 dbname=${db} user=postgres\n[pgbouncer]\nlisten_addr = 127.0.0.1\nlisten_port = ${bouncerPort}\nunix_socket_dir =\nauth_type = trust\nauth_file = ${dir}/userlist.txt\npool_mode = session\nmax_client_conn = 100\ndefault_pool_size = 16\nlogfile = ${dir}/pgbouncer.log\n`,
-  );
-  chmodSync(path.join(dir, 'pgbouncer.ini'), 0o644);
-  // PgBouncer refuses to run as root: -u drops to the postgres user.
-  const bouncer = spawn('pgbouncer', ['-u', 'postgres', path.join(dir, 'pgbouncer.ini')], { stdio: 'ignore' });
+  const startBouncer = (name: string, port: number, reuse: boolean) => {
+    const ini = path.join(dir, `${name}.ini`);
+    writeFileSync(
+      ini,
+      `[databases]\n${db} = host=127.0.0.1 port=5432 dbname=${db} user=postgres\n[pgbouncer]\nlisten_addr = 127.0.0.1\nlisten_port = ${port}\nunix_socket_dir =\nauth_type = trust\nauth_file = ${dir}/userlist.txt\npool_mode = session\nmax_client_conn = 100\ndefault_pool_size = 16\nlogfile = ${dir}/${name}.log\n${reuse ? 'so_reuseport = 1\n' : ''}`,
+    );
+    chmodSync(ini, 0o644);
+    // PgBouncer refuses to run as root: -u drops to the postgres user.
+    return spawn('pgbouncer', ['-u', 'postgres', ini], { stdio: 'ignore' });
+  };
+  const bouncer = startBouncer('pgbouncer', bouncerPort, false);
+  const bouncerGroup = PROCESSES > 1 ? Array.from({ length: PROCESSES }, (_, i) => startBouncer(`pgbouncer-group-${i}`, bouncerGroupPort, true)) : [];
   await new Promise((r) => setTimeout(r, 1_000));
 
   const targets = {
     direct: { args: ['-h', '127.0.0.1', '-p', '5432', '-U', 'postgres', db], env: {} },
     pgbouncer: { args: ['-h', '127.0.0.1', '-p', String(bouncerPort), '-U', 'postgres', db], env: {} },
+    ...(bouncerGroup.length > 0 ? { [`pgbouncer×${PROCESSES}`]: { args: ['-h', '127.0.0.1', '-p', String(bouncerGroupPort), '-U', 'postgres', db], env: {} } } : {}),
     gatehouse: { args: ['-h', '127.0.0.1', '-p', String(ww.port), '-U', 'bench-agent', ww.sourceId], env: { PGPASSWORD: agent.key } },
   };
   const results: Record<string, Record<string, number>> = { '-S': {}, 'tpcb': {} };
   const audit = ww.world.svc.running.services.config.audit;
-  console.log(`pgbench -M ${MODE}, ${CLIENTS} clients, ${SECONDS} s; gateway audit durability ${audit.durability_mode}, pii default ${ww.world.svc.running.services.config.pii.default_mode}; load average ${loadavg().map((l) => l.toFixed(2)).join(' ')}`);
+  console.log(`pgbench -M ${MODE}, ${CLIENTS} clients, ${SECONDS} s; gateway.processes ${PROCESSES}; gateway audit durability ${audit.durability_mode}, pii default ${ww.world.svc.running.services.config.pii.default_mode}; load average ${loadavg().map((l) => l.toFixed(2)).join(' ')}`);
   try {
     for (const [script, extra] of [['-S', ['-S']], ['tpcb', []]] as const) {
       if (!SCRIPTS.includes(script)) continue;
       for (const [name, t] of Object.entries(targets)) {
-        if (!TARGETS.includes(name)) continue;
+        if (!TARGETS.includes(name.replace(/×\d+$/, ''))) continue;
         // The gateway runs in this process: its CPU time per transaction is a figure the machine's load disturbs less than TPS.
         const profile = name === 'gatehouse' && PROFILE_DIR ? await startProfile() : null;
+        // The gateway's replicas run in their own processes: their CPU comes from /proc, this process's from Node.
+        const replicaPids = ww.world.svc.running.replicas?.pids() ?? [];
+        const bouncers = name === 'pgbouncer' ? [bouncer] : name.startsWith('pgbouncer') ? bouncerGroup : [];
+        const ticks = () => [...replicaPids, ...bouncers.map((b) => b.pid)].reduce<number>((sum, pid) => sum + procTicks(pid), 0);
         const cpu = process.cpuUsage();
-        const bouncerTicks = name === 'pgbouncer' ? procTicks(bouncer.pid) : 0;
+        const ticksBefore = ticks();
         const run = await pgbench([...extra, ...t.args], t.env);
-        const used = process.cpuUsage(cpu);
-        const bouncerUs = name === 'pgbouncer' ? ((procTicks(bouncer.pid) - bouncerTicks) * 1e6) / CLOCK_TICKS : 0;
+        const own = process.cpuUsage(cpu);
+        const otherUs = ((ticks() - ticksBefore) * 1e6) / CLOCK_TICKS;
+        const used = { user: own.user, system: own.system, replicas: name === 'gatehouse' ? otherUs : 0 };
+        const bouncerUs = bouncers.length > 0 ? otherUs : 0;
         if (profile) console.log(`cpu profile: ${await profile(path.join(PROFILE_DIR!, `gatehouse${script}-${MODE}-${Date.now()}.cpuprofile`))}`);
         results[script]![name] = run.tps;
-        const perTx = name === 'gatehouse' && run.transactions > 0 ? `, gateway CPU ${((used.user + used.system) / run.transactions).toFixed(0)} µs/transaction (user ${(used.user / run.transactions).toFixed(0)}, system ${(used.system / run.transactions).toFixed(0)})` : '';
-        const bouncerPerTx = name === 'pgbouncer' && run.transactions > 0 && bouncerUs > 0 ? `, PgBouncer CPU ${(bouncerUs / run.transactions).toFixed(0)} µs/transaction` : '';
+        const perTx =
+          name === 'gatehouse' && run.transactions > 0
+            ? `, gateway CPU ${((used.user + used.system + used.replicas) / run.transactions).toFixed(0)} µs/transaction (this process: user ${(used.user / run.transactions).toFixed(0)}, system ${(used.system / run.transactions).toFixed(0)}${replicaPids.length > 0 ? `; replicas ${(used.replicas / run.transactions).toFixed(0)}` : ''})`
+            : '';
+        const bouncerPerTx = bouncers.length > 0 && run.transactions > 0 && bouncerUs > 0 ? `, PgBouncer CPU ${(bouncerUs / run.transactions).toFixed(0)} µs/transaction` : '';
         console.log(`${script.padEnd(5)} ${name.padEnd(10)} ${run.tps.toFixed(0)} tps${perTx}${bouncerPerTx}`);
       }
     }
   } finally {
-    bouncer.kill('SIGTERM');
+    for (const b of [bouncer, ...bouncerGroup]) b.kill('SIGTERM');
     await ww.stop();
     rmSync(dir, { recursive: true, force: true });
   }
+  // PgBouncer's figure is its better configuration: one process, or one per gateway process.
+  for (const r of Object.values(results)) r.pgbouncer = Math.max(r.pgbouncer ?? 0, r[`pgbouncer×${PROCESSES}`] ?? 0) || r.pgbouncer!;
   const s = results['-S']!;
   if (s.gatehouse === undefined || s.direct === undefined || s.pgbouncer === undefined || results.tpcb!.gatehouse === undefined || results.tpcb!.direct === undefined || results.tpcb!.pgbouncer === undefined) return;
   const vsDirect = s.gatehouse! / s.direct!;

@@ -26,6 +26,8 @@ export interface LoadedConfig {
   /** Resolves `env:` / `file:` references at use time (source credentials) against the environment this config was loaded from. */
   resolveSecretRef: (ref: string) => SecretRefResult;
   warnings: string[];
+  /** Where this config came from, so a gateway replica (gateway.processes) loads exactly the same one. */
+  origin: { env: NodeJS.ProcessEnv; cwd: string };
 }
 
 export interface ConfigFailure {
@@ -67,7 +69,7 @@ export function loadConfig(opts: LoadOptions = {}): LoadedConfig | ConfigFailure
   problems.push(...productionProblems(config, secrets));
   if (problems.length > 0) return { ok: false, problems: dedupe(problems) };
 
-  return { ok: true, config: deepFreeze(config), secrets, file, warnings, resolveSecretRef: (ref) => resolveSecretRef(ref, env) };
+  return { ok: true, config: deepFreeze(config), secrets, file, warnings, resolveSecretRef: (ref) => resolveSecretRef(ref, env), origin: { env, cwd } };
 }
 
 function resolveSecrets(tree: Tree, env: NodeJS.ProcessEnv, warnings: string[]): { values: Map<string, string>; problems: string[] } {

@@ -1,5 +1,7 @@
 // Extra gateway processes on one host (gateway.processes): spawns gateway-role replicas that share the gateway listeners through SO_REUSEPORT, restarts one that dies, and stops them with the service.
 import { spawn, type ChildProcess } from 'node:child_process';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
 import type { Logger } from '../observability/logger.js';
 
 /** Set in a replica's environment: it serves the gateway only and never spawns replicas of its own. */
@@ -10,6 +12,18 @@ export const REPLICA_LISTENING = 'gatehouse:replica-listening';
 
 export const isReplica = (): boolean => process.env[REPLICA_ENV] === '1';
 
+/**
+ * The CLI entry beside this module (dist/main.js, or src/main.ts under tsx) rather than process.argv[1]: the
+ * service may be embedded in another program (tests, benches). This process's node flags (a CPU profile, the
+ * tsx loader) carry over; a TypeScript entry without the tsx loader gets it.
+ */
+function replicaNodeArgs(): string[] {
+  const self = fileURLToPath(import.meta.url);
+  const entry = path.join(path.dirname(self), '..', `main${path.extname(self)}`);
+  const loader = entry.endsWith('.ts') && !process.execArgv.some((a) => a.includes('tsx')) ? ['--import', 'tsx'] : [];
+  return [...process.execArgv, ...loader, entry];
+}
+
 const START_TIMEOUT_MS = 60_000;
 const RESTART_BACKOFF_MS = { initial: 1_000, max: 30_000 };
 /** A replica that ran this long before dying was healthy: its next restart starts from the initial backoff again. */
@@ -17,8 +31,12 @@ const HEALTHY_RUN_MS = 60_000;
 
 export interface ReplicaOptions {
   count: number;
+  /** The environment and directory the service's configuration was loaded from: replicas load the same. */
+  origin: { env: NodeJS.ProcessEnv; cwd: string };
   /** Bound ports, by environment variable: replicas must bind exactly these (the config may say 0). */
   ports: Record<string, number>;
+  /** The service's audit spool directory; each replica spools under its own subdirectory of it. */
+  spoolDir: string;
   log: Logger;
   graceMs: number;
 }
@@ -61,11 +79,14 @@ export class GatewayReplicas {
   }
 
   #spawn(slot: Slot): Promise<void> {
-    const env: NodeJS.ProcessEnv = { ...process.env, [REPLICA_ENV]: '1' };
+    // PATH and HOME from this process when the configuration's environment lacks them (an embedded service's does).
+    const env: NodeJS.ProcessEnv = { PATH: process.env.PATH, HOME: process.env.HOME, ...this.opts.origin.env, [REPLICA_ENV]: '1' };
     for (const [name, port] of Object.entries(this.opts.ports)) env[name] = String(port);
-    // The same binary, loader flags and entry point as this process (tsx in development, dist/ in production).
-    const child = spawn(process.execPath, [...process.execArgv, process.argv[1]!, 'start', '--role', 'gateway'], {
+    // A spool has one writer (it is locked by pid); a restarted replica takes over its slot's spool and replays it.
+    env.SERVICE_AUDIT__SPOOL__DIR = path.resolve(this.opts.origin.cwd, this.opts.spoolDir, `gateway-replica-${slot.index + 1}`);
+    const child = spawn(process.execPath, [...replicaNodeArgs(), 'start', '--role', 'gateway'], {
       env,
+      cwd: this.opts.origin.cwd,
       stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
     });
     slot.child = child;

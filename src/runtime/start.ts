@@ -113,7 +113,7 @@ export async function startService(loaded: LoadedConfig, role: ServiceRole, log:
       // Replicas bind the ports this process actually got (the configuration may say 0).
       const ports: Record<string, number> = { SERVICE_GATEWAY__HTTP_PORT: addresses['gateway.http_port']!.port };
       if (addresses['gateway.pg_port']) ports.SERVICE_GATEWAY__PG_PORT = addresses['gateway.pg_port'].port;
-      replicas = await GatewayReplicas.start({ count: config.gateway.processes - 1, ports, log, graceMs: config.gateway.timeouts.shutdown_grace_ms });
+      replicas = await GatewayReplicas.start({ count: config.gateway.processes - 1, origin: loaded.origin, ports, spoolDir: config.audit.spool.dir, log, graceMs: config.gateway.timeouts.shutdown_grace_ms });
     }
   } catch (err) {
     await replicas?.stop();

@@ -1,6 +1,7 @@
 // gateway.processes through the real CLI: replicas share the gateway ports, serve governed requests, learn revocations from each other, restart when they die, and never outlive the service.
 import { execFileSync } from 'node:child_process';
 import { mkdtemp, rm } from 'node:fs/promises';
+import { existsSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { randomBytes } from 'node:crypto';
@@ -36,7 +37,7 @@ const alive = (pid: number): boolean => {
 
 const portOf = (listener: string | undefined): number => Number(listener!.split(':').pop());
 
-async function startReplicated(): Promise<{ started: StartedCli; parent: number; replicas: number[]; gatewayPort: number; pgPort: number; adminUrl: string }> {
+async function startReplicated(): Promise<{ started: StartedCli; parent: number; replicas: number[]; spoolDir: string; gatewayPort: number; pgPort: number; adminUrl: string }> {
   const database = await createTestDatabase();
   cleanups.push(() => database.drop());
   const cwd = await mkdtemp(path.join(tmpdir(), 'gh-replicas-'));
@@ -61,7 +62,7 @@ async function startReplicated(): Promise<{ started: StartedCli; parent: number;
     for (const pid of [parent, ...replicas, ...pidsOn(portOf(started.listeners['gateway.http_port']), 'listening')]) if (alive(pid)) process.kill(pid, 'SIGKILL');
     if (started.child.exitCode === null && started.child.signalCode === null) await started.stop('SIGKILL');
   });
-  return { started, parent, replicas, gatewayPort: portOf(started.listeners['gateway.http_port']), pgPort: portOf(started.listeners['gateway.pg_port']), adminUrl: `http://${started.listeners['admin.port']}` };
+  return { started, parent, replicas, spoolDir: path.join(cwd, 'spool'), gatewayPort: portOf(started.listeners['gateway.http_port']), pgPort: portOf(started.listeners['gateway.pg_port']), adminUrl: `http://${started.listeners['admin.port']}` };
 }
 
 /** The service's own pid and its replicas', from its "gatehouse started" record. */
@@ -74,8 +75,11 @@ describe('gateway.processes', () => {
   it('runs replicas on the same gateway ports that serve governed requests and learn revocations from each other', { timeout: 150_000 }, async () => {
     const upstream = await startUpstream({});
     cleanups.push(() => upstream.close());
-    const { started, parent, replicas, gatewayPort, pgPort, adminUrl } = await startReplicated();
+    const { started, parent, replicas, spoolDir, gatewayPort, pgPort, adminUrl } = await startReplicated();
     const [replica] = replicas;
+    // A spool has one writer: the replica spools under its own subdirectory, and nobody's spool is refused.
+    expect(existsSync(path.join(spoolDir, 'gateway-replica-1'))).toBe(true);
+    expect(started.output().stdout).not.toContain('audit spool unavailable');
     expect(replica).toBeTypeOf('number');
     expect(pidsOn(gatewayPort, 'listening')).toEqual(new Set([parent, replica]));
     expect(pidsOn(pgPort, 'listening')).toEqual(new Set([parent, replica]));
