@@ -27,6 +27,7 @@ const MEANING: Record<string, string> = {
   'gateway.pg_tls.key_file': 'PEM private key of the PostgreSQL wire listener; set together with `cert_file`.',
   'gateway.pg_tls.require_client_tls': 'Refuse PostgreSQL clients that do not negotiate TLS. Needs `cert_file` and `key_file`.',
   'gateway.pg_tls.trusted_tls_offload': 'Declares that a trusted component in front of the listener terminates TLS (satisfies the production TLS invariant without certificates here).',
+  'gateway.pg_tls.cleartext_password': 'Over TLS (or a trusted offload), ask PostgreSQL clients for the password in cleartext instead of SCRAM-SHA-256, for drivers without SCRAM; it is checked against the same stored verifier. Connections without TLS always use SCRAM.',
   'gateway.limits.request_body_bytes': 'Largest request body the HTTP proxy accepts (413 above).',
   'gateway.limits.response_body_bytes': 'Largest upstream response body the HTTP proxy relays (413 above).',
   'gateway.limits.header_bytes': 'Largest total request header size.',

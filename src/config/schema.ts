@@ -39,6 +39,7 @@ export const gatewaySchema = section({
     key_file: filePath,
     require_client_tls: z.boolean().default(false),
     trusted_tls_offload: z.boolean().default(false),
+    cleartext_password: z.boolean().default(false),
   }),
   limits: section({
     request_body_bytes: positiveInt(1024 * MIB).default(1 * MIB),

@@ -13,10 +13,12 @@ export {
   estimateEntropyBits,
   scramVerifier,
   parseScramVerifier,
+  scramPasswordMatches,
   keyMaterial,
   GENERATED_KEY_PREFIX,
   MAX_API_KEY_LENGTH,
   type CustomKeyPolicy,
+  type ParsedScramVerifier,
 } from './keys.js';
 
 const memos = new WeakMap<object, KeySessionMemo>();

@@ -123,11 +123,24 @@ export function customKeyProblem(key: string, policy: CustomKeyPolicy): string |
  * UTF-8 without SASLprep; generated keys and policy-accepted custom keys are ASCII, where SASLprep is the identity.
  */
 export async function scramVerifier(key: string, salt: Buffer = randomBytes(SCRAM_SALT_BYTES), iterations = SCRAM_ITERATIONS): Promise<string> {
-  const salted = await pbkdf2Async(Buffer.from(key, 'utf8'), salt, iterations, 32, 'sha256');
-  const clientKey = createHmac('sha256', salted).update('Client Key').digest();
-  const storedKey = createHash('sha256').update(clientKey).digest();
-  const serverKey = createHmac('sha256', salted).update('Server Key').digest();
+  const { storedKey, serverKey } = await scramKeys(key, salt, iterations);
   return `SCRAM-SHA-256$${iterations}:${salt.toString('base64')}$${storedKey.toString('base64')}:${serverKey.toString('base64')}`;
+}
+
+async function scramKeys(password: string, salt: Buffer, iterations: number): Promise<{ storedKey: Buffer; serverKey: Buffer }> {
+  const salted = await pbkdf2Async(Buffer.from(password, 'utf8'), salt, iterations, 32, 'sha256');
+  const clientKey = createHmac('sha256', salted).update('Client Key').digest();
+  return { storedKey: createHash('sha256').update(clientKey).digest(), serverKey: createHmac('sha256', salted).update('Server Key').digest() };
+}
+
+/**
+ * Checks a password sent in cleartext against a stored SCRAM verifier, as PostgreSQL does for `password`
+ * authentication of a SCRAM user: derive the StoredKey with the verifier's salt and iterations, compare in
+ * constant time. Costs the same PBKDF2 work whether the password is right or not.
+ */
+export async function scramPasswordMatches(verifier: ParsedScramVerifier, password: string): Promise<boolean> {
+  const { storedKey } = await scramKeys(password, verifier.salt, verifier.iterations);
+  return timingSafeEqual(storedKey, verifier.storedKey);
 }
 
 export interface ParsedScramVerifier {

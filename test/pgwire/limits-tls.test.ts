@@ -351,3 +351,68 @@ describe('require_client_tls', () => {
     await stopping;
   });
 });
+
+describe('cleartext password over TLS (gateway.pg_tls.cleartext_password)', () => {
+  let ww: WireWorld;
+  let reader: { id: number; key: string };
+
+  beforeAll(async () => {
+    ww = await startWireWorld({
+      sourceId: 'tlsclear',
+      env: {
+        SERVICE_GATEWAY__PG_TLS__CERT_FILE: certFile,
+        SERVICE_GATEWAY__PG_TLS__KEY_FILE: keyFile,
+        SERVICE_GATEWAY__PG_TLS__CLEARTEXT_PASSWORD: 'true',
+      },
+    });
+    reader = await ww.world.agent('clear-reader', [{ source_id: ww.sourceId, role_key: 'reader' }]);
+  }, 60_000);
+  afterAll(async () => ww?.stop());
+
+  /** The authentication request code of the server's first message after the startup packet (3 cleartext, 10 SASL). */
+  async function authRequest(overTls: boolean): Promise<number> {
+    const socket = net.connect(ww.port, '127.0.0.1');
+    await new Promise<void>((resolve) => socket.once('connect', () => resolve()));
+    let stream: net.Socket = socket;
+    if (overTls) {
+      socket.write(SSL_REQUEST);
+      await new Promise<void>((resolve) => socket.once('data', (b: Buffer) => (expect(b.toString()).toBe('S'), resolve())));
+      stream = tls.connect({ socket, rejectUnauthorized: false });
+      await new Promise<void>((resolve) => stream.once('secureConnect', () => resolve()));
+    }
+    stream.write(startupPacket({ user: 'clear-reader', database: ww.sourceId }));
+    const first = await new Promise<Buffer>((resolve) => stream.once('data', (b: Buffer) => resolve(b)));
+    stream.destroy();
+    expect(first[0]).toBe(0x52); // 'R'
+    return first.readInt32BE(5);
+  }
+
+  test('the server asks for a cleartext password only inside TLS; a plaintext connection still gets SCRAM', async () => {
+    expect(await authRequest(true)).toBe(3);
+    expect(await authRequest(false)).toBe(10);
+  });
+
+  test('psql and node-postgres log in over TLS with the key in cleartext and run statements', async () => {
+    const r = await psql(ww, 'clear-reader', reader.key, 'require', ['-c', 'select name from customers where id = 1']);
+    expect(r.stderr).toBe('');
+    expect(r.stdout).toContain('Ada');
+    const c = await ww.client('clear-reader', reader.key, { ssl: { rejectUnauthorized: false } });
+    try {
+      expect((await c.query('select name from customers where id = $1', [2])).rows).toEqual([{ name: 'Bob' }]);
+    } finally {
+      await c.end();
+    }
+  });
+
+  test('a wrong key and an unknown user fail alike with 28P01; a plain login still works through SCRAM', async () => {
+    const wrong = await sqlError(ww.client('clear-reader', `${reader.key}x`, { ssl: { rejectUnauthorized: false } }));
+    const unknown = await sqlError(ww.client('nobody-here', reader.key, { ssl: { rejectUnauthorized: false } }));
+    expect(wrong.code).toBe('28P01');
+    expect(unknown.code).toBe('28P01');
+    expect(wrong.message).toBe('password authentication failed for user "clear-reader"');
+    expect(unknown.message).toBe('password authentication failed for user "nobody-here"');
+    const r = await psql(ww, 'clear-reader', reader.key, 'disable', ['-c', 'select count(*) as n from customers']);
+    expect(r.stderr).toBe('');
+    expect(r.code).toBe(0);
+  });
+});

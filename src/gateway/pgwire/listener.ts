@@ -9,10 +9,11 @@ import type { Auditor } from '../../audit/context.js';
 import type { PipelineDeps } from '../../pipeline/context.js';
 import type { Db } from '../../store/repos/util.js';
 import { getIdentityByName, getIdentityByPgUsername } from '../../store/repos/identities.js';
-import { parseScramVerifier, toAgentIdentity, type AgentIdentity } from '../../identity/index.js';
+import { parseScramVerifier, scramPasswordMatches, toAgentIdentity, type AgentIdentity, type ParsedScramVerifier } from '../../identity/index.js';
 import { isGatehouseError } from '../../errors/registry.js';
 import { UpstreamSqlError, quoteIdent, quoteLiteral, type UpstreamConnection, type UpstreamPools } from '../../connectors/postgres-exec.js';
 import {
+  AUTH_CLEARTEXT,
   AUTH_OK,
   AUTH_SASL,
   AUTH_SASL_CONTINUE,
@@ -47,7 +48,10 @@ export interface WireListenerDeps {
 const FORWARDED_STARTUP = ['application_name', 'client_encoding', 'DateStyle', 'TimeZone', 'IntervalStyle', 'extra_float_digits'];
 const MAX_QUEUED_FRAMES = 256;
 
-type State = 'startup' | 'sasl_initial' | 'sasl_continue' | 'connecting' | 'ready' | 'closed';
+type State = 'startup' | 'sasl_initial' | 'sasl_continue' | 'password' | 'connecting' | 'ready' | 'closed';
+
+/** Longest cleartext password read; API keys and wire passwords are far shorter. */
+const MAX_PASSWORD_BYTES = 4096;
 
 interface CancelEntry {
   secret: Buffer;
@@ -112,6 +116,8 @@ class WireConnection {
   #params: Record<string, string> = {};
   #user = '';
   #scram: ScramServer | null = null;
+  /** The verifier the password is checked against: the identity's, or a decoy for unknown users. */
+  #passwordVerifier: ParsedScramVerifier | null = null;
   #identity: AgentIdentity | null = null;
   #verifier: string | null = null;
   #upstream: UpstreamConnection | null = null;
@@ -221,11 +227,13 @@ class WireConnection {
     }
     this.#user = packet.params.user ?? '';
     if (!this.#user) return this.#fatal({ sqlstate: '28000', message: 'no user name in the startup packet' });
-    this.#state = 'sasl_initial';
+    // Cleartext only inside TLS (the operator's choice, for drivers without SCRAM); a plaintext connection always gets SCRAM.
+    const cleartext = this.#encrypted && this.ctx.deps.config.gateway.pg_tls.cleartext_password;
+    this.#state = cleartext ? 'password' : 'sasl_initial';
     this.#socket.pause();
     void this.#lookupUser().then(
       () => {
-        this.#socket.write(authentication(AUTH_SASL, Buffer.from(`${SCRAM_MECHANISM}\0\0`)));
+        this.#socket.write(cleartext ? authentication(AUTH_CLEARTEXT) : authentication(AUTH_SASL, Buffer.from(`${SCRAM_MECHANISM}\0\0`)));
         this.#socket.resume();
       },
       (err: unknown) => this.#fatal(errorFieldsOf(err)),
@@ -245,7 +253,8 @@ class WireConnection {
       this.#identity = toAgentIdentity(row);
       this.#verifier = row.scram_verifier;
     }
-    this.#scram = new ScramServer(parsed ?? decoyVerifier(this.ctx.decoySecret, this.#user));
+    this.#passwordVerifier = parsed ?? decoyVerifier(this.ctx.decoySecret, this.#user);
+    this.#scram = new ScramServer(this.#passwordVerifier);
   }
 
   async #message(f: Frame): Promise<void> {
@@ -259,6 +268,9 @@ class WireConnection {
       case 'sasl_continue':
         if (f.type !== Frontend.Password) throw new ProtocolViolation('expected a SASL response');
         return this.#sasl(f.body);
+      case 'password':
+        if (f.type !== Frontend.Password) throw new ProtocolViolation('expected a password message');
+        return this.#password(f.body);
       case 'ready':
         return this.#relay!.handle(f);
       default:
@@ -289,6 +301,18 @@ class WireConnection {
       throw err;
     }
     this.#state = 'connecting';
+    await this.#connect();
+  }
+
+  /** A cleartext PasswordMessage (only ever asked for over TLS), checked against the same verifier SCRAM uses. */
+  async #password(body: Buffer): Promise<void> {
+    const end = body.indexOf(0);
+    if (end < 0 || end !== body.length - 1) throw new ProtocolViolation('malformed password message');
+    if (end > MAX_PASSWORD_BYTES) return this.#authFailed();
+    this.#state = 'connecting';
+    // The decoy verifier makes an unknown user cost the same PBKDF2 work as a wrong password.
+    const matches = await scramPasswordMatches(this.#passwordVerifier!, body.toString('utf8', 0, end));
+    if (!matches || !this.#identity) return this.#authFailed();
     await this.#connect();
   }
 
