@@ -15,12 +15,20 @@ export type AuditBegin = { channel: AuditChannel; request_id: string } & Partial
 /** The status recorded when the client went away before an answer (nginx's convention). */
 export const CLIENT_CLOSED_STATUS = 499;
 
-const DEFAULTS: Omit<AuditFields, 'channel' | 'request_id'> = {
-  identity_id: null, admin_user_id: null, source_id: null, operation: null, method: null, path: null,
-  sql_fingerprint: null, sql_normalized: null, tables: [], decision: 'error', reasons: [], policy_ids: [],
-  approval_id: null, status: 0, upstream_status: null, cache: null, redactions: 0, bytes_in: 0, bytes_out: 0,
-  duration_ms: 0, client_ip: null, action: null, target: null, changes: null, error_code: null,
-};
+/**
+ * A new entry with every field at its default, as one literal: every entry then has the same shape, and building
+ * it is cheaper than spreading a defaults object (both were visible in the proxy's per-request profile).
+ */
+function newEntry(id: string, ts: string, init: AuditBegin): AuditEntry {
+  const entry: AuditEntry = {
+    id, ts, request_id: init.request_id, channel: init.channel,
+    identity_id: null, admin_user_id: null, source_id: null, operation: null, method: null, path: null,
+    sql_fingerprint: null, sql_normalized: null, tables: [], decision: 'error', reasons: [], policy_ids: [],
+    approval_id: null, status: 0, upstream_status: null, cache: null, redactions: 0, bytes_in: 0, bytes_out: 0,
+    duration_ms: 0, client_ip: null, action: null, target: null, changes: null, error_code: null,
+  };
+  return Object.assign(entry, init);
+}
 
 /** Creates request contexts bound to one audit port. Constructed once per process, injected. */
 export class Auditor {
@@ -50,7 +58,8 @@ export class AuditContext {
   readonly #port: AuditPort;
   readonly #logger: AuditLogger;
   readonly #startedAt = performance.now();
-  #fields: AuditFields;
+  /** The entry being collected; once emitted it belongs to the audit port and is never changed again. */
+  readonly #fields: AuditEntry;
   #durationSet = false;
   #ended: Promise<void> | null = null;
 
@@ -59,7 +68,7 @@ export class AuditContext {
     this.#logger = logger;
     this.id = newAuditId(nowMs);
     this.ts = new Date(nowMs).toISOString();
-    this.#fields = { ...DEFAULTS, ...init };
+    this.#fields = newEntry(this.id, this.ts, init);
     if (init.duration_ms !== undefined) this.#durationSet = true;
   }
 
@@ -93,8 +102,11 @@ export class AuditContext {
 
   /** The entry as it would be emitted now (for logs and tests). */
   snapshot(): AuditEntry {
-    const duration = this.#durationSet ? this.#fields.duration_ms : Math.round((performance.now() - this.#startedAt) * 1000) / 1000;
-    return { id: this.id, ts: this.ts, ...this.#fields, duration_ms: duration };
+    return { ...this.#fields, id: this.id, ts: this.ts, duration_ms: this.#duration() };
+  }
+
+  #duration(): number {
+    return this.#durationSet ? this.#fields.duration_ms : Math.round((performance.now() - this.#startedAt) * 1000) / 1000;
   }
 
   /**
@@ -108,7 +120,11 @@ export class AuditContext {
     }
     Object.assign(this.#fields, final);
     if (final.duration_ms !== undefined) this.#durationSet = true;
-    const entry = this.snapshot();
+    // The collected entry itself is emitted (no copy): nothing can change it afterwards, set() refuses once ended.
+    const entry = this.#fields;
+    entry.duration_ms = this.#duration();
+    entry.id = this.id;
+    entry.ts = this.ts;
     this.#ended = this.#port.write(entry);
     return this.#ended;
   }

@@ -43,6 +43,16 @@ describe('AuditContext', () => {
     const audit = new Auditor({ port: sink, logger: recordingLogger() }).begin({ channel: 'http', request_id: 'r3' });
     expect(() => assertValidEntry({ ...audit.snapshot(), channel: 'smtp' as never })).toThrow(TypeError);
     expect(() => assertValidEntry({ ...audit.snapshot(), status: -1 })).toThrow(/status/);
+    // Every checked field is named when it is wrong.
+    const wrong: Record<string, unknown> = {
+      identity_id: 1.5, admin_user_id: 'x', approval_id: -0.5, upstream_status: '200', redactions: -1, bytes_in: 1.5, bytes_out: null,
+      source_id: 5, operation: 'x'.repeat(16_385), method: [], path: {}, sql_fingerprint: 1, sql_normalized: true, client_ip: 0, action: 1, error_code: 2,
+      duration_ms: Number.NaN, tables: [1], reasons: 'r', policy_ids: [1.5],
+    };
+    for (const [field, value] of Object.entries(wrong)) {
+      expect(() => assertValidEntry({ ...audit.snapshot(), [field]: value }), field).toThrow(new RegExp(`invalid ${field}$`));
+    }
+    expect(() => assertValidEntry(audit.snapshot())).not.toThrow();
   });
 });
 
