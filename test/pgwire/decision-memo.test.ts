@@ -107,3 +107,19 @@ test('a grant that expires refuses the next execution after its expiry, without 
     await c.end();
   }
 });
+
+test('a policy that starts redacting a column applies to the next execution of the same prepared statement', async () => {
+  const agent = await ww.world.agent('memo-redact', [{ source_id: ww.sourceId, role_key: 'reader' }]);
+  const c = await ww.client('memo-redact', agent.key);
+  const run = async () => (await c.query({ name: 'names', text: 'select id, name from customers where id = $1', values: [1] })).rows[0] as { id: number; name: string };
+  try {
+    expect(await run()).toEqual({ id: 1, name: 'Ada' });
+    expect(await run()).toEqual({ id: 1, name: 'Ada' });
+    await ww.world.policy({ name: 'memo redact name', conditions: { identity_ids: [agent.id], source_ids: [ww.sourceId] }, actions: { effect: 'allow', redact_columns: ['name'] } });
+    const after = await run();
+    expect(after.id).toBe(1);
+    expect(after.name).not.toBe('Ada');
+  } finally {
+    await c.end();
+  }
+});

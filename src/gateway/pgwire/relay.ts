@@ -102,6 +102,7 @@ export class WireRelay {
   readonly #portals = new Map<string, Portal>();
   /** Row plans by (pii mode, redacted columns, RowDescription): stateless, so a session reuses them. */
   readonly #plans = new Map<string, RowPlan>();
+  #lastPlan: { mode: PiiMode; redactColumns: readonly string[]; description: Buffer; plan: RowPlan } | null = null;
   #batch: Buffer[] = [];
   #failed: ErrorFields | null = null;
   #closed = false;
@@ -394,13 +395,18 @@ export class WireRelay {
     if (!this.#needsPlan(run)) return null;
     const o = run.req.policyDecision!.obligations;
     const mode = o.pii_mode ?? this.deps.defaultPiiMode;
-    // A prepared statement answers the same description on every execution: its plan is compiled once per session.
+    // A prepared statement answers the same description on every execution: the last plan is checked by its bytes
+    // before a key string is built from them.
+    const last = this.#lastPlan;
+    if (last && last.mode === mode && sameColumns(last.redactColumns, o.redact_columns) && last.description.equals(body)) return last.plan;
     const key = `${mode}\u0000${o.redact_columns.join('\u0001')}\u0000${body.toString('latin1')}`;
-    const cached = this.#plans.get(key);
-    if (cached) return cached;
-    const plan = this.#compilePlan(body, mode, o.redact_columns);
-    if (this.#plans.size >= MAX_CACHED_PLANS) this.#plans.clear();
-    this.#plans.set(key, plan);
+    let plan = this.#plans.get(key);
+    if (!plan) {
+      plan = this.#compilePlan(body, mode, o.redact_columns);
+      if (this.#plans.size >= MAX_CACHED_PLANS) this.#plans.clear();
+      this.#plans.set(key, plan);
+    }
+    this.#lastPlan = { mode, redactColumns: o.redact_columns, description: Buffer.from(body), plan };
     return plan;
   }
 
@@ -620,6 +626,13 @@ export class WireRelay {
     }
     if (!cut) this.#send(raw);
   }
+}
+
+function sameColumns(a: readonly string[], b: readonly string[]): boolean {
+  if (a === b) return true;
+  if (a.length !== b.length) return false;
+  for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return false;
+  return true;
 }
 
 /** The statements of a query string as separate texts (byte offsets from the real parser); [] when it holds none. */
