@@ -143,7 +143,9 @@ async function readCapped(res: Dispatcher.ResponseData, max: number): Promise<Bu
     });
     body.once('error', (err: unknown) => fail(translateUpstreamError(err)));
     // A body that closes without `end` or `error` (destroyed underneath) must not leave the request hanging.
-    body.once('close', () => fail(translateUpstreamError(new Error('response body closed before its end'))));
+    body.once('close', () => {
+      if (!settled) fail(translateUpstreamError(new Error('response body closed before its end')));
+    });
   });
 }
 
