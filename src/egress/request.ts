@@ -64,9 +64,20 @@ export async function upstreamRequest(opts: UpstreamRequestOptions): Promise<Ups
 
   const headers: Record<string, string> = { ...opts.headers };
   if (!Object.keys(headers).some((k) => k.toLowerCase() === 'accept-encoding')) headers['accept-encoding'] = ACCEPT_ENCODING;
-  const timeout = AbortSignal.timeout(opts.timeoutMs);
-  const signal = opts.signal === undefined ? timeout : AbortSignal.any([timeout, opts.signal]);
+  // A timer cleared when the exchange ends, not AbortSignal.timeout: that one's timer and signal stay alive for the
+  // whole timeout after every request (tens of thousands at proxy rates), surviving young-generation GCs into old space.
+  const deadline = new AbortController();
+  const timer = setTimeout(() => deadline.abort(new DOMException('The operation was aborted due to timeout', 'TimeoutError')), opts.timeoutMs);
+  timer.unref();
+  const signal = opts.signal === undefined ? deadline.signal : AbortSignal.any([deadline.signal, opts.signal]);
+  try {
+    return await exchange(opts, headers, signal);
+  } finally {
+    clearTimeout(timer);
+  }
+}
 
+async function exchange(opts: UpstreamRequestOptions, headers: Record<string, string>, signal: AbortSignal): Promise<UpstreamResponse> {
   let res: Dispatcher.ResponseData;
   try {
     res = await request(opts.url, {

@@ -43,6 +43,12 @@ beforeAll(async () => {
     '/zstd': (_req, res) => res.writeHead(200, { 'content-encoding': 'zstd' }).end('whatever'),
     '/corrupt': (_req, res) => res.writeHead(200, { 'content-encoding': 'gzip' }).end(Buffer.from('this is not gzip at all')),
     '/slow': () => undefined,
+    // Never idle long enough for a headers or body timeout: only the bound on the whole exchange stops it.
+    '/trickle': (_req, res) => {
+      res.writeHead(200, { 'content-type': 'text/plain' });
+      const tick = setInterval(() => (res.destroyed ? clearInterval(tick) : res.write('.')), 50);
+      res.on('close', () => clearInterval(tick));
+    },
     '/reset': (req) => req.socket.destroy(),
     '/echo': (req, res) => {
       const chunks: Buffer[] = [];
@@ -136,6 +142,12 @@ describe('failures are sanitized', () => {
   it('times out a silent upstream', async () => {
     const started = performance.now();
     await expect(call('/slow', { timeoutMs: 300 })).rejects.toMatchObject({ code: 'upstream_failed', reason: 'timed out' });
+    expect(performance.now() - started).toBeLessThan(2000);
+  });
+
+  it('bounds the whole exchange, not only the gaps: a body that keeps trickling is cut at the timeout', async () => {
+    const started = performance.now();
+    await expect(call('/trickle', { timeoutMs: 400 })).rejects.toMatchObject({ code: 'upstream_failed', reason: 'timed out' });
     expect(performance.now() - started).toBeLessThan(2000);
   });
 
