@@ -1,5 +1,5 @@
 // The governed cache's scope key and eligibility rules (spec §4 HTTP proxy rule 9): pure, so every front door keys and admits entries the same way.
-import { createHash } from 'node:crypto';
+import { hash } from 'node:crypto';
 import type { PiiMode } from './policy/schema.js';
 
 /**
@@ -111,7 +111,8 @@ export function canonicalScope(scope: CacheScope): string {
 
 /** SHA-256 (hex) of the canonical scope: the governed cache's key. Throws TypeError on a malformed scope. */
 export function cacheScopeKey(scope: CacheScope): string {
-  return createHash('sha256').update(canonicalScope(scope), 'utf8').digest('hex');
+  // The one-shot hash: the same digest as a Hash object's, without building one per lookup (every cache hit pays this).
+  return hash('sha256', canonicalScope(scope), 'hex');
 }
 
 // ---------------------------------------------------------------------------------------------
