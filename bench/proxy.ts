@@ -114,12 +114,14 @@ error_log ${dir}/logs/error.log warn;
 events { worker_connections 1024; }
 http {
   access_log off;
+  # Keep the load generator's connections open for the whole run, as Gatehouse does (nginx closes after 1,000 requests by default).
+  keepalive_requests 10000000;
   client_body_temp_path ${dir}/body;
   proxy_temp_path ${dir}/proxy;
   fastcgi_temp_path ${dir}/fastcgi;
   uwsgi_temp_path ${dir}/uwsgi;
   scgi_temp_path ${dir}/scgi;
-  upstream backend { server 127.0.0.1:${upstreamPort}; keepalive 64; }
+  upstream backend { server 127.0.0.1:${upstreamPort}; keepalive 64; keepalive_requests 10000000; }
   server {
     listen 127.0.0.1:${port};
     location / {

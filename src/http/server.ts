@@ -34,8 +34,10 @@ export function createHttpServer(opts: HttpServerOptions): FastifyInstance {
     ...(opts.frameworkErrors ? { frameworkErrors: opts.frameworkErrors } : {}),
   });
   if (opts.maxConnections !== undefined) app.server.maxConnections = opts.maxConnections;
-  app.addHook('onSend', async (req, reply) => {
+  // Callback style: an async hook costs a promise per response on every listener.
+  app.addHook('onSend', (req, reply, payload, done) => {
     reply.header('x-request-id', req.id);
+    done(null, payload);
   });
   return app;
 }
