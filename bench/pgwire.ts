@@ -3,7 +3,7 @@ import { execFile, execFileSync, spawn } from 'node:child_process';
 import { chmodSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { Session } from 'node:inspector';
 import net from 'node:net';
-import { availableParallelism, loadavg, tmpdir } from 'node:os';
+import { loadavg, tmpdir } from 'node:os';
 import path from 'node:path';
 import { startWireWorld } from '../test/pgwire/fixture.js';
 
@@ -19,11 +19,12 @@ const AUDIT_MODE = process.env.BENCH_AUDIT_MODE ?? 'buffered';
 const PROFILE_DIR = process.env.BENCH_CPU_PROFILE_DIR;
 /** SERVICE_* variables of the bench's environment configure the in-process gateway (e.g. SERVICE_AUDIT__DURABILITY_MODE=buffered). */
 /**
- * Gateway processes (gateway.processes), one per core by default: how an operator runs Gatehouse on a host.
- * PgBouncer is measured as one process and, with so_reuseport, as many processes as Gatehouse has; the
- * better of the two is the PgBouncer figure, so the comparison never favours Gatehouse by handicapping it.
+ * Gateway processes (gateway.processes). One by default: on this 2-core machine, where pgbench and eight
+ * PostgreSQL backends share the cores, a second gateway process costs more CPU per transaction than it adds
+ * (docs/decisions/0003-gateway-processes.md). With more, PgBouncer is also measured with as many processes
+ * (so_reuseport) and its better figure is used, so the comparison never favours Gatehouse by handicapping it.
  */
-const PROCESSES = Number(process.env.BENCH_GATEWAY_PROCESSES ?? availableParallelism());
+const PROCESSES = Number(process.env.BENCH_GATEWAY_PROCESSES ?? 1);
 const SERVICE_ENV = Object.fromEntries(Object.entries(process.env).filter((e): e is [string, string] => e[0].startsWith('SERVICE_') && e[1] !== undefined));
 
 /** Linux clock ticks per second (USER_HZ), the unit of /proc/<pid>/stat CPU times. */
