@@ -19,14 +19,30 @@ export interface CliResult {
   stderr: string;
 }
 
+/**
+ * tsx runs the CLI as its own child, and a SIGKILL cannot be forwarded: the CLI runs in its own process group, so
+ * a kill reaches tsx, the service and any gateway replicas together and nothing outlives a test.
+ */
+function spawnCli(args: string[], opts: { env: Record<string, string>; cwd: string }): ChildProcess {
+  return spawn(TSX, [MAIN, ...args], { env: opts.env, cwd: opts.cwd, stdio: ['ignore', 'pipe', 'pipe'], detached: true });
+}
+
+function killGroup(child: ChildProcess): void {
+  try {
+    process.kill(-child.pid!, 'SIGKILL');
+  } catch {
+    // already gone
+  }
+}
+
 export function runCli(args: string[], opts: { env: Record<string, string>; cwd: string; timeoutMs?: number }): Promise<CliResult> {
   return new Promise((resolve, reject) => {
-    const child = spawn(TSX, [MAIN, ...args], { env: opts.env, cwd: opts.cwd, stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawnCli(args, opts);
     let stdout = '';
     let stderr = '';
-    child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
-    child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
-    const timer = setTimeout(() => child.kill('SIGKILL'), opts.timeoutMs ?? 30_000);
+    child.stdout!.on('data', (d: Buffer) => (stdout += d.toString()));
+    child.stderr!.on('data', (d: Buffer) => (stderr += d.toString()));
+    const timer = setTimeout(() => killGroup(child), opts.timeoutMs ?? 30_000);
     child.on('error', reject);
     child.on('close', (code, signal) => {
       clearTimeout(timer);
@@ -47,13 +63,13 @@ export interface StartedCli {
 /** Starts `gatehouse start` and resolves once it has logged that it started (or rejects with its output if it exits first). */
 export function startCli(args: string[], opts: { env: Record<string, string>; cwd: string; timeoutMs?: number }): Promise<StartedCli> {
   return new Promise((resolve, reject) => {
-    const child = spawn(TSX, [MAIN, ...args], { env: opts.env, cwd: opts.cwd, stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawnCli(args, opts);
     let stdout = '';
     let stderr = '';
     let started = false;
     const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((r) => child.on('close', (code, signal) => r({ code, signal })));
     const timer = setTimeout(() => {
-      child.kill('SIGKILL');
+      killGroup(child);
       reject(new Error(`start timed out\n${stdout}\n${stderr}`));
     }, opts.timeoutMs ?? 45_000);
     child.stdout!.on('data', (d: Buffer) => {
@@ -69,7 +85,9 @@ export function startCli(args: string[], opts: { env: Record<string, string>; cw
           listeners: record.listeners,
           output: () => ({ stdout, stderr }),
           stop: async (signal = 'SIGTERM') => {
-            child.kill(signal);
+            // SIGTERM goes to tsx, which forwards it (the graceful path under test); SIGKILL to the whole group.
+            if (signal === 'SIGKILL') killGroup(child);
+            else child.kill(signal);
             return exited;
           },
         });
