@@ -27,7 +27,7 @@ export async function buildGatewayApp(services: Services): Promise<FastifyInstan
   const governance = await buildGovernanceRuntime(services);
   registerStatsRoute(app, services, governance);
   registerProxyRoutes(app, { pipeline: governance.deps, auditor: services.auditor, requestBodyBytes: config.gateway.limits.request_body_bytes });
-  registerAgentApprovalRoute(app, { db: services.db, authenticate: governance.deps.authenticate });
+  registerAgentApprovalRoute(app, { db: services.db, auditor: services.auditor, authenticate: governance.deps.authenticate });
   await registerMcpRoutes(app, services, governance);
   return app;
 }

@@ -133,6 +133,26 @@ describe('the full life of an approval', () => {
       ]);
   });
 
+  it('every agent read of an approval is audited: its own, another identity\'s and an anonymous one', async () => {
+    const id = await queue();
+    expect((await world.proxy(writer.key, 'GET', `/approvals/${id}`)).status).toBe(200);
+    expect((await world.proxy(other.key, 'GET', `/approvals/${id}`)).status).toBe(404);
+    expect((await world.proxy(null, 'GET', `/approvals/${id}`)).status).toBe(401);
+    const reads = () =>
+      db.query(
+        `select identity_id, approval_id, source_id, status, decision, error_code from audit_entries
+          where channel = 'http' and operation = 'get_approval' and path = $1 order by ts, id`,
+        [`/approvals/${id}`],
+      );
+    await expect
+      .poll(async () => (await reads()).rows, { timeout: 5_000 })
+      .toEqual([
+        { identity_id: writer.id, approval_id: id, source_id: 'up', status: 200, decision: 'allow', error_code: null },
+        { identity_id: other.id, approval_id: id, source_id: null, status: 404, decision: 'error', error_code: 'not_found' },
+        { identity_id: null, approval_id: null, source_id: null, status: 401, decision: 'deny', error_code: 'unauthenticated' },
+      ]);
+  });
+
   it('reject: the upstream is never hit, and a later approve answers 409', async () => {
     const before = writes().length;
     const id = await queue();
