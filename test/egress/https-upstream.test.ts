@@ -19,7 +19,7 @@ interface TlsUpstream {
   server: Server;
   port: number;
   /** SNI name and path of every request that reached HTTP. */
-  requests: { servername: string | false; path: string }[];
+  requests: { servername: string | false | null; path: string }[];
 }
 
 /** A self-signed certificate for `dnsName` (its own trust anchor). */
