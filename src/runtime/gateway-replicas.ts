@@ -21,7 +21,9 @@ function replicaNodeArgs(): string[] {
   const self = fileURLToPath(import.meta.url);
   const entry = path.join(path.dirname(self), '..', `main${path.extname(self)}`);
   const loader = entry.endsWith('.ts') && !process.execArgv.some((a) => a.includes('tsx')) ? ['--import', 'tsx'] : [];
-  return [...process.execArgv, ...loader, entry];
+  // An inspector port is the parent's alone: a replica asking for the same one would fail to start.
+  const inherited = process.execArgv.filter((a) => !a.startsWith('--inspect') && !a.startsWith('--debug'));
+  return [...inherited, ...loader, entry];
 }
 
 const START_TIMEOUT_MS = 60_000;
