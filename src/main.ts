@@ -1,4 +1,5 @@
 // The `gatehouse` CLI: start [--role R], migrate, config check. Exit codes: 0 ok, 1 runtime failure, 2 configuration problem, 64 usage error.
+import './runtime/v8-flags.js';
 import { parseArgs } from 'node:util';
 import { createRequire } from 'node:module';
 import { stringify } from 'yaml';
