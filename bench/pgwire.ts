@@ -1,4 +1,6 @@
 // bench:pgwire — pgbench -S and the TPC-B-like script, 8 clients on loopback: PostgreSQL directly, PgBouncer (session mode), Gatehouse with full governance; prints TPS, ratios and PASS/FAIL (issue 8).
+// The gateway runs in this process: start it with the V8 settings every `gatehouse` process has.
+import '../src/runtime/v8-flags.js';
 import { execFile, execFileSync, spawn } from 'node:child_process';
 import { chmodSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { Session } from 'node:inspector';
