@@ -5,6 +5,7 @@ import path from 'node:path';
 import { crc32 } from 'node:zlib';
 import { assertValidEntry, type AuditEntry } from './entry.js';
 import type { AuditLogger } from './context.js';
+import { pidAlive } from '../util/pid.js';
 
 /**
  * Record framing (big-endian): u32 payload length, u32 CRC-32 of the payload, payload (UTF-8 JSON
@@ -109,15 +110,6 @@ export function decodeSegment(buf: Buffer): DecodedSegment {
     off += RECORD_HEADER_BYTES + len;
   }
   return out;
-}
-
-function pidAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (error) {
-    return (error as NodeJS.ErrnoException).code === 'EPERM';
-  }
 }
 
 export class AuditSpool {

@@ -8,6 +8,7 @@ import { assertValidEntry, type AuditEntry } from './entry.js';
 import { insertAuditEntries } from './insert.js';
 import type { AuditHealth, AuditPort, AuditStats } from './port.js';
 import { AuditSpool } from './spool.js';
+import { withDeadline } from '../util/deadline.js';
 
 export type AuditConfig = Config['audit'];
 
@@ -237,15 +238,9 @@ export class AuditWriter implements AuditPort {
   // PostgreSQL availability, recovery with backoff, spool replay
 
   async #insert(entries: AuditEntry[]): Promise<void> {
-    let timer: NodeJS.Timeout | undefined;
-    const timeout = new Promise<never>((_, reject) => {
-      timer = setTimeout(() => reject(new Error(`audit insert not answered within ${this.#insertTimeoutMs} ms`)), this.#insertTimeoutMs);
+    await withDeadline(insertAuditEntries(this.#db, entries), this.#insertTimeoutMs, () => {
+      throw new Error(`audit insert not answered within ${this.#insertTimeoutMs} ms`);
     });
-    try {
-      await Promise.race([insertAuditEntries(this.#db, entries), timeout]);
-    } finally {
-      clearTimeout(timer);
-    }
   }
 
   #markDown(error: unknown): void {
@@ -271,7 +266,9 @@ export class AuditWriter implements AuditPort {
       await this.#sleep(this.#backoffMs);
       if (this.#closing) return;
       try {
-        await Promise.race([sql`select 1`.execute(this.#db), new Promise((_, r) => setTimeout(r, this.#insertTimeoutMs, new Error('ping timeout')).unref())]);
+        await withDeadline(sql`select 1`.execute(this.#db), this.#insertTimeoutMs, () => {
+          throw new Error('ping timeout');
+        });
         this.#pgUp = true;
         this.#lastPgError = null;
         this.#logger.info({ spooled_entries: this.#spool.entries }, 'audit store reachable again; replaying the spool');

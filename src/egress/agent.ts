@@ -8,6 +8,7 @@ import { classifyAddress, parseHostLiteral } from './address.js';
 import type { AddressClass } from './address.js';
 import { EgressDeniedError, UpstreamError } from './errors.js';
 import { translateUpstreamError } from './request.js';
+import { withDeadline } from '../util/deadline.js';
 
 export interface ResolvedAddress {
   address: string;
@@ -84,16 +85,12 @@ export function createEgressDispatcher(options: EgressDispatcherOptions): Egress
   const agents = new Map<string, Agent>();
 
   async function resolveBounded(hostname: string): Promise<ResolvedAddress[]> {
-    let timer: NodeJS.Timeout | undefined;
-    const timeout = new Promise<never>((_, reject) => {
-      timer = setTimeout(() => reject(new UpstreamError('timed out')), options.connectTimeoutMs);
-    });
     try {
-      return await Promise.race([lookup(hostname), timeout]);
+      return await withDeadline(lookup(hostname), options.connectTimeoutMs, () => {
+        throw new UpstreamError('timed out');
+      });
     } catch (err) {
       throw translateUpstreamError(err);
-    } finally {
-      clearTimeout(timer);
     }
   }
 

@@ -1,4 +1,5 @@
 // Readiness: the named dependency checks of spec §7 run together, each bounded in time; /ready on every listener renders this one result.
+import { withDeadline } from '../util/deadline.js';
 
 export interface CheckResult {
   ok: boolean;
@@ -51,17 +52,11 @@ export class Readiness {
   }
 
   async #run(check: CheckFn): Promise<CheckResult> {
-    let timer: NodeJS.Timeout | undefined;
-    const timeout = new Promise<CheckResult>((resolve) => {
-      timer = setTimeout(() => resolve({ ok: false, detail: `no answer within ${this.#timeoutMs} ms` }), this.#timeoutMs);
-    });
     try {
-      return await Promise.race([Promise.resolve().then(check), timeout]);
+      return await withDeadline(Promise.resolve().then(check), this.#timeoutMs, () => ({ ok: false, detail: `no answer within ${this.#timeoutMs} ms` }));
     } catch (err) {
       // Check functions translate their own errors; anything else is reported by class only, never by raw message.
       return { ok: false, detail: err instanceof Error && 'code' in err ? `unavailable (${String((err as { code: unknown }).code)})` : 'check failed' };
-    } finally {
-      clearTimeout(timer);
     }
   }
 }

@@ -2,6 +2,7 @@
 import type { Redis } from 'ioredis';
 import { RateLimiterMemory, RateLimiterRedis, RateLimiterRes } from 'rate-limiter-flexible';
 import type { RateLimiterAbstract } from 'rate-limiter-flexible';
+import { withDeadline } from '../util/deadline.js';
 
 export interface RateLimitKey {
   readonly identity_id: number;
@@ -96,15 +97,10 @@ export class RateLimiter {
     checkBudget(limit);
     const limiter = this.#limiter(limit);
     const storeKey = `${key.identity_id}:${key.source_id}:${key.policy_id}`;
-    let timer: NodeJS.Timeout | undefined;
     try {
-      const timeout = new Promise<never>((_, reject) => {
-        timer = setTimeout(() => reject(new LimiterTimeout('rate limiter store timed out')), this.#timeoutMs);
+      await withDeadline(limiter.consume(storeKey, 1), this.#timeoutMs, () => {
+        throw new LimiterTimeout('rate limiter store timed out');
       });
-      const consumed = limiter.consume(storeKey, 1);
-      // A late answer after the timeout must not become an unhandled rejection.
-      consumed.catch(() => undefined);
-      await Promise.race([consumed, timeout]);
       return { allowed: true };
     } catch (err) {
       const budget = { points: limit.points, durationSec: limit.durationSec };
@@ -113,8 +109,6 @@ export class RateLimiter {
         return { allowed: false, reason: 'rate_limited', retryAfterSeconds, policy_id: key.policy_id, limit: budget };
       }
       return { allowed: false, reason: 'limiter_unavailable', retryAfterSeconds: UNAVAILABLE_RETRY_SECONDS, policy_id: key.policy_id, limit: budget };
-    } finally {
-      if (timer !== undefined) clearTimeout(timer);
     }
   }
 

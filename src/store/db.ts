@@ -9,6 +9,8 @@ import type { PostgresPool, PostgresPoolClient } from 'kysely';
 import { PGlite } from '@electric-sql/pglite';
 import type { Database } from './schema.js';
 import { StoreUnavailableError, translateConnectionError } from './errors.js';
+import { withDeadline } from '../util/deadline.js';
+import { pidAlive } from '../util/pid.js';
 
 export type SslMode = 'disable' | 'prefer' | 'require' | 'verify-ca' | 'verify-full';
 
@@ -256,19 +258,12 @@ function closedError(target: string): StoreUnavailableError {
 }
 
 async function pingWithin(db: Kysely<Database>, timeoutMs: number, target: string): Promise<void> {
-  let timer: NodeJS.Timeout | undefined;
-  const timeout = new Promise<never>((_, reject) => {
-    timer = setTimeout(
-      () => reject(new StoreUnavailableError(`control store unavailable (${target}): no answer within ${timeoutMs} ms`, 'timeout')),
-      timeoutMs,
-    );
-  });
   try {
-    await Promise.race([sql`select 1`.execute(db), timeout]);
+    await withDeadline(sql`select 1`.execute(db), timeoutMs, () => {
+      throw new StoreUnavailableError(`control store unavailable (${target}): no answer within ${timeoutMs} ms`, 'timeout');
+    });
   } catch (error) {
     throw translateConnectionError(error, target) ?? new StoreUnavailableError(`control store unavailable (${target}): ping failed`, 'connection');
-  } finally {
-    clearTimeout(timer);
   }
 }
 
@@ -277,15 +272,6 @@ async function pingWithin(db: Kysely<Database>, timeoutMs: number, target: strin
 
 /** Lock files this process holds, to tell our own live lock from a stale one left by a reused pid. */
 const heldLocks = new Set<string>();
-
-function pidAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (error) {
-    return (error as NodeJS.ErrnoException).code === 'EPERM';
-  }
-}
 
 /**
  * One process per data directory: PGlite has no postmaster to refuse a second writer, and two
