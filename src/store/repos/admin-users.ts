@@ -16,15 +16,7 @@ export interface NewAdminUserInput {
   oidc_email?: string | null;
 }
 
-export interface AdminUserPatch {
-  username?: string;
-  password_hash?: string | null;
-  roles?: AdminRole[];
-  enabled?: boolean;
-  must_change_password?: boolean;
-  oidc_subject?: string | null;
-  oidc_email?: string | null;
-}
+export type AdminUserPatch = Partial<NewAdminUserInput>;
 
 export function createAdminUser(db: Db, input: NewAdminUserInput): Promise<AdminUser> {
   return guard(RESOURCE, () => db.insertInto('admin_users').values(input).returningAll().executeTakeFirstOrThrow());
