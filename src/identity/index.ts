@@ -4,7 +4,17 @@ import type { AgentAuthDeps } from './authenticate.js';
 import { KeySessionMemo } from './key-sessions.js';
 
 export { authenticateAgent, bearerKey, toAgentIdentity, type AgentAuthDeps } from './authenticate.js';
-export { revokeKeySessions, revokeIdentityKeySessions, keySessionKey, KeySessionMemo, type AgentIdentity, type KeySessionDeps } from './key-sessions.js';
+export {
+  revokeKeySessions,
+  revokeIdentityKeySessions,
+  keySessionKey,
+  parseKeyRevocation,
+  KeySessionMemo,
+  type AgentIdentity,
+  type KeyRevocation,
+  type KeyRevocationFeed,
+  type KeySessionDeps,
+} from './key-sessions.js';
 export {
   generateApiKey,
   digestApiKey,

@@ -40,32 +40,55 @@ export const KEY_DIGEST_MEMO_MS = 10_000;
 /** Distinct keys a process remembers digests for (agents active within KEY_DIGEST_MEMO_MS). */
 const KEY_DIGEST_MEMO_MAX = 1_024;
 
+/** What one revocation names: the revoked key digests, or every key when the broadcast could not be read. */
+export type KeyRevocation = readonly string[] | 'all';
+
+/**
+ * Reads a `keysession:revoked` broadcast: a JSON array of key digests (the only format ever published). Anything
+ * else cannot say what to drop, so it revokes everything rather than keep a revoked identity in memory.
+ */
+export function parseKeyRevocation(message: string): KeyRevocation {
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(message);
+  } catch {
+    return 'all';
+  }
+  if (!Array.isArray(parsed) || !parsed.every((d): d is string => typeof d === 'string')) return 'all';
+  return parsed;
+}
+
+/** The process's revocations as other in-memory identity state hears them (the wire listener's refresher). */
+export interface KeyRevocationFeed {
+  /** Calls `listener` with every revocation, local or broadcast; returns the function that stops it. */
+  onRevoked(listener: (revoked: KeyRevocation) => void): () => void;
+}
+
 /**
  * Key sessions held in process memory for a second, so a busy agent's requests need no coordination-store read.
  * Trusted only while the revocation subscription is healthy: if pub/sub is down, a revocation elsewhere could
- * not reach this copy, so every request reads the coordination store again.
+ * not reach this copy, so every request reads the coordination store again. The memo holds the process's one
+ * subscription to revocations and passes each on to its listeners.
  */
-export class KeySessionMemo {
+export class KeySessionMemo implements KeyRevocationFeed {
   readonly #cache = new LRUCache<string, AgentIdentity>({ max: 50_000, ttl: KEY_SESSION_MEMO_MS });
   // The HMAC per request was the largest part of authentication in the proxy profile; only accepted keys are
   // remembered, so presenting random keys neither fills this with strangers' guesses nor evicts real agents.
   readonly #digests = new LRUCache<string, { pepper: string; digest: string }>({ max: KEY_DIGEST_MEMO_MAX, ttl: KEY_DIGEST_MEMO_MS, ttlAutopurge: true });
+  readonly #listeners = new Set<(revoked: KeyRevocation) => void>();
   #subscribed = false;
   #unsubscribe: (() => Promise<void>) | null = null;
 
   constructor(private readonly coord: Coordination) {}
 
   async start(): Promise<void> {
-    this.#unsubscribe = await this.coord.subscribe(KEY_SESSION_REVOKED_CHANNEL, (message) => {
-      try {
-        const digests = JSON.parse(message) as unknown;
-        if (Array.isArray(digests)) this.drop(digests.filter((d): d is string => typeof d === 'string'));
-      } catch {
-        // A malformed message cannot name what to drop: drop everything rather than keep a revoked session.
-        this.#cache.clear();
-      }
-    });
+    this.#unsubscribe = await this.coord.subscribe(KEY_SESSION_REVOKED_CHANNEL, (message) => this.#revoked(parseKeyRevocation(message)));
     this.#subscribed = true;
+  }
+
+  onRevoked(listener: (revoked: KeyRevocation) => void): () => void {
+    this.#listeners.add(listener);
+    return () => void this.#listeners.delete(listener);
   }
 
   get(digest: string): AgentIdentity | undefined {
@@ -88,8 +111,15 @@ export class KeySessionMemo {
     this.#digests.set(key, { pepper, digest });
   }
 
+  /** A revocation made in this process: its listeners hear it before the broadcast comes back. */
   drop(digests: readonly string[]): void {
-    for (const d of digests) this.#cache.delete(d);
+    this.#revoked(digests);
+  }
+
+  #revoked(revoked: KeyRevocation): void {
+    if (revoked === 'all') this.#cache.clear();
+    else for (const d of revoked) this.#cache.delete(d);
+    for (const listener of this.#listeners) listener(revoked);
   }
 
   async stop(): Promise<void> {
@@ -144,13 +174,16 @@ export function decodeSession(raw: string | null): StoredSession | 'revoked' | n
 /**
  * Revokes the key sessions of the given digests. Returns false when the coordination store could not be
  * reached: the database change still stands, and a stale session then lives at most one TTL.
+ * The broadcast goes out even with key sessions off: the wire listener's identity state listens to it too.
  */
 export async function revokeKeySessions(deps: KeySessionDeps, digests: ReadonlyArray<string | null | undefined>): Promise<boolean> {
   const keys = digests.filter((d): d is string => typeof d === 'string' && d.length > 0);
-  if (keys.length === 0 || deps.ttlSeconds <= 0) return true;
+  if (keys.length === 0) return true;
   try {
-    const ttlMs = Math.min(deps.ttlSeconds * 1000, REVOCATION_MARKER_MS);
-    for (const d of keys) await deps.coord.set(keySessionKey(d), REVOKED_MARKER, { ttlMs });
+    if (deps.ttlSeconds > 0) {
+      const ttlMs = Math.min(deps.ttlSeconds * 1000, REVOCATION_MARKER_MS);
+      for (const d of keys) await deps.coord.set(keySessionKey(d), REVOKED_MARKER, { ttlMs });
+    }
     deps.memo?.drop(keys);
     await deps.coord.publish(KEY_SESSION_REVOKED_CHANNEL, JSON.stringify(keys));
     return true;
@@ -163,7 +196,7 @@ export async function revokeKeySessions(deps: KeySessionDeps, digests: ReadonlyA
 /** Revokes the sessions of identities by id (grant changes, source deletion): reads their current digests. */
 export async function revokeIdentityKeySessions(deps: KeySessionDeps, identityIds: readonly number[]): Promise<boolean> {
   const ids = [...new Set(identityIds)];
-  if (ids.length === 0 || deps.ttlSeconds <= 0) return true;
+  if (ids.length === 0) return true;
   const rows = await deps.db.selectFrom('identities').select('api_key_digest').where('id', 'in', ids).execute();
   return revokeKeySessions(deps, rows.map((r) => r.api_key_digest));
 }
