@@ -8,7 +8,6 @@ export {
   revokeKeySessions,
   revokeIdentityKeySessions,
   keySessionKey,
-  parseKeyRevocation,
   KeySessionMemo,
   type AgentIdentity,
   type KeyRevocation,

@@ -7,7 +7,7 @@ import type { GovernedRequest, PipelineDeps, Stage, StageOutcome } from '../../p
 import type { CompiledPolicySet } from '../../governance/policy/index.js';
 import type { RegisteredSource } from '../../registry/sources.js';
 import type { AuditContext, Auditor } from '../../audit/context.js';
-import type { AgentIdentity } from '../../identity/index.js';
+import type { AgentIdentity, KeyRevocation, KeyRevocationFeed } from '../../identity/index.js';
 import { toAgentIdentity } from '../../identity/index.js';
 import { getIdentityById } from '../../store/repos/identities.js';
 import type { Db } from '../../store/repos/util.js';
@@ -71,11 +71,11 @@ interface Remembered {
 
 /**
  * Decisions of a session's statements, reused by the extended protocol's Parse and Execute while nothing they were made
- * from changed: the same statement text, identity state (the refresher's, re-read at most once a second as for every
- * statement), registry source record, role context (the grant-version cache's answer, asked again each time), compiled
- * policy set, and no grant expiring in between. Only an allow that consumed nothing is reused: a policy with a rate
- * limit or a statement needing approval runs every stage every time. Sessions decide one statement at a time, so the
- * role context the stages used is the last one asked for.
+ * from changed: the same statement text, identity state (the refresher's object, replaced by a revocation or after at
+ * most a second, as for every statement), registry source record, role context (the grant-version cache's answer, asked
+ * again each time), compiled policy set, and no grant expiring in between. Only an allow that consumed nothing is
+ * reused: a policy with a rate limit or a statement needing approval runs every stage every time. Sessions decide one
+ * statement at a time, so the role context the stages used is the last one asked for.
  */
 export class DecisionMemo {
   readonly #entries = new Map<string, Remembered>();
@@ -218,27 +218,55 @@ export function endRecorded(d: Pick<WireDecider, 'pipeline'>, audit: AuditContex
 export interface IdentityState {
   identity: AgentIdentity;
   verifier: string | null;
+  /** The key digest revocations name the identity by (null for an identity without a peppered key). */
+  digest: string | null;
 }
 
+/** How long an identity state is reused: the whole bound when pub/sub is down, or the identity has no key digest. */
+export const IDENTITY_REFRESH_MS = 1_000;
+
 /**
- * The identity as it stands now, re-read at most once per TTL per identity (shared by the process's sessions):
- * a disabled identity or a rotated key ends its wire sessions within that time.
+ * The identity as it stands now, shared by the process's sessions. A revocation (identity updated, disabled, deleted,
+ * key rotated, grants or a granted role changed) drops the identity's state at once, locally or through the key
+ * revocation broadcast, so the next statement is decided against the database again: a disabled identity or a rotated
+ * key ends its sessions, new grants apply. The TTL stays whether pub/sub is healthy or not, as the key-session memo's
+ * does: a broadcast lost while the subscription was down leaves a stale state for at most that long.
  */
 export class IdentityRefresher {
   readonly #cache: LRUCache<number, IdentityState>;
+  readonly #stopListening: () => void;
+  /** Advanced by every revocation: a read a revocation overtook answers its statement but is not kept. */
+  #revocations = 0;
 
-  constructor(private readonly db: Db, ttlMs = 1_000) {
+  constructor(private readonly db: Db, revocations: KeyRevocationFeed | null, ttlMs = IDENTITY_REFRESH_MS) {
     // ttlResolution 0: lru-cache otherwise arms a timer per millisecond of lookups to debounce its clock reads.
     this.#cache = new LRUCache({ max: 10_000, ttl: ttlMs, ttlResolution: 0 });
+    this.#stopListening = revocations?.onRevoked((revoked) => this.#revoke(revoked)) ?? (() => undefined);
   }
 
   async current(id: number): Promise<IdentityState | null> {
     const hit = this.#cache.get(id);
     if (hit) return hit;
+    const seen = this.#revocations;
     const row = await getIdentityById(this.db, id);
     if (!row) return null;
-    const state = { identity: toAgentIdentity(row), verifier: row.scram_verifier };
-    this.#cache.set(id, state);
+    const state = { identity: toAgentIdentity(row), verifier: row.scram_verifier, digest: row.api_key_digest };
+    if (seen === this.#revocations) this.#cache.set(id, state);
     return state;
+  }
+
+  /** Revocations are rare (operator changes): a scan of the cached states costs less than an index kept per read. */
+  #revoke(revoked: KeyRevocation): void {
+    this.#revocations++;
+    if (revoked === 'all') return this.#cache.clear();
+    const digests = new Set(revoked);
+    const stale: number[] = [];
+    for (const [id, state] of this.#cache.entries()) if (state.digest !== null && digests.has(state.digest)) stale.push(id);
+    for (const id of stale) this.#cache.delete(id);
+  }
+
+  close(): void {
+    this.#stopListening();
+    this.#cache.clear();
   }
 }

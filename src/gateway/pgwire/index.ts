@@ -2,6 +2,7 @@
 import type { Services } from '../../runtime/services.js';
 import { buildGovernanceRuntime } from '../../runtime/governance.js';
 import { postgresRuntimeFor } from '../../connectors/postgres-runtime.js';
+import { startKeySessionMemo } from '../../identity/index.js';
 import { createWireListener, type WireListener } from './listener.js';
 
 export { createWireListener, type WireListener, type WireListenerDeps } from './listener.js';
@@ -12,5 +13,7 @@ export async function buildWireListener(services: Services): Promise<WireListene
   const governance = await buildGovernanceRuntime(services);
   const { config } = services;
   const { pools } = await postgresRuntimeFor(services);
-  return createWireListener({ config, log: services.log.child({ listener: 'pgwire' }), db: services.db, auditor: services.auditor, pipeline: governance.deps, pools });
+  // The governance runtime started it: the process's one revocation subscription serves the wire as well.
+  const revocations = await startKeySessionMemo(services);
+  return createWireListener({ config, log: services.log.child({ listener: 'pgwire' }), db: services.db, auditor: services.auditor, pipeline: governance.deps, pools, revocations });
 }

@@ -9,7 +9,7 @@ import type { Auditor } from '../../audit/context.js';
 import type { PipelineDeps } from '../../pipeline/context.js';
 import type { Db } from '../../store/repos/util.js';
 import { getIdentityByName, getIdentityByPgUsername } from '../../store/repos/identities.js';
-import { parseScramVerifier, scramPasswordMatches, toAgentIdentity, type AgentIdentity, type ParsedScramVerifier } from '../../identity/index.js';
+import { parseScramVerifier, scramPasswordMatches, toAgentIdentity, type AgentIdentity, type KeyRevocationFeed, type ParsedScramVerifier } from '../../identity/index.js';
 import { isGatehouseError } from '../../errors/registry.js';
 import { UpstreamSqlError, quoteIdent, quoteLiteral, type UpstreamConnection, type UpstreamPools } from '../../connectors/postgres-exec.js';
 import {
@@ -42,6 +42,8 @@ export interface WireListenerDeps {
   auditor: Auditor;
   pipeline: PipelineDeps;
   pools: UpstreamPools;
+  /** The process's key revocations (its key-session memo): a revoked identity's sessions see it at their next statement. */
+  revocations: KeyRevocationFeed | null;
 }
 
 /** Client startup parameters applied to the upstream session; anything else (notably `options`) is ignored. */
@@ -71,7 +73,7 @@ export function createWireListener(deps: WireListenerDeps): WireListener {
   const cancels = new Map<number, CancelEntry>();
   /** Connections by their TCP socket (a connection that upgraded to TLS speaks through its TLS socket). */
   const connections = new Map<net.Socket, WireConnection>();
-  const refresher = new IdentityRefresher(deps.db);
+  const refresher = new IdentityRefresher(deps.db, deps.revocations);
   const log = deps.log;
 
   const server = net.createServer({ noDelay: true }, (socket) => {
@@ -91,6 +93,7 @@ export function createWireListener(deps: WireListenerDeps): WireListener {
           for (const s of connections.keys()) s.destroy();
         }, 2_000).unref();
       });
+      refresher.close();
       await deps.pools.close();
     },
   };
