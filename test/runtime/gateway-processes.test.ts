@@ -1,4 +1,4 @@
-// gateway.processes through the real CLI: replicas share the gateway ports, serve governed requests, learn revocations from each other, restart when they die, and never outlive the service.
+// gateway.processes through the real CLI: replicas share the gateway ports, serve governed requests (HTTP and wire), learn revocations from each other, restart when they die, and never outlive the service.
 import { execFileSync } from 'node:child_process';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { existsSync } from 'node:fs';
@@ -6,12 +6,13 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { randomBytes } from 'node:crypto';
 import { Client } from 'undici';
+import pg from 'pg';
 import { afterEach, describe, expect, it } from 'vitest';
 import { baseEnv, runCli, startCli, type StartedCli } from '../support/cli.js';
 import { createTestDatabase } from '../support/pg.js';
 import { startUpstream } from '../egress/upstream-server.js';
 import { bearer, adminToken } from '../support/admin-client.js';
-import { waitFor } from '../support/wait.js';
+import { sleep, waitFor } from '../support/wait.js';
 
 const cleanups: Array<() => Promise<void>> = [];
 afterEach(async () => {
@@ -52,7 +53,7 @@ async function startReplicated(): Promise<{ started: StartedCli; parent: number;
     SERVICE_REDIS__URL: 'redis://127.0.0.1:6379',
     SERVICE_REDIS__KEY_PREFIX: `ghrep:${randomBytes(6).toString('hex')}:`,
     SERVICE_ADMIN__BOOTSTRAP_PASSWORD: PASSWORD,
-    SERVICE_GATEWAY__EGRESS__ALLOW_PRIVATE_SOURCES: 'replicated',
+    SERVICE_GATEWAY__EGRESS__ALLOW_PRIVATE_SOURCES: 'replicated,replicated-pg',
     SERVICE_AUDIT__SPOOL__DIR: path.join(cwd, 'spool'),
   });
   const started = await startCli(['start'], { env, cwd, timeoutMs: 90_000 });
@@ -65,6 +66,24 @@ async function startReplicated(): Promise<{ started: StartedCli; parent: number;
   return { started, parent, replicas, spoolDir: path.join(cwd, 'spool'), gatewayPort: portOf(started.listeners['gateway.http_port']), pgPort: portOf(started.listeners['gateway.pg_port']), adminUrl: `http://${started.listeners['admin.port']}` };
 }
 
+const WIRE_SESSIONS = 12;
+
+/** A wire session through the gateway's PostgreSQL port, retried while the process serving it has not yet loaded the new source (3D000). */
+async function wireSession(port: number, user: string, password: string): Promise<pg.Client> {
+  const deadline = Date.now() + 10_000;
+  for (;;) {
+    const c = new pg.Client({ host: '127.0.0.1', port, user, password, database: 'replicated-pg' });
+    c.on('error', () => undefined);
+    try {
+      await c.connect();
+      return c;
+    } catch (err) {
+      if ((err as { code?: string }).code !== '3D000' || Date.now() > deadline) throw err;
+      await sleep(50);
+    }
+  }
+}
+
 /** The service's own pid and its replicas', from its "gatehouse started" record. */
 function startedRecord(started: StartedCli): { pid: number; gateway_replicas: number[] } {
   const line = started.output().stdout.split('\n').find((l) => l.includes('"gatehouse started"'))!;
@@ -75,6 +94,12 @@ describe('gateway.processes', () => {
   it('runs replicas on the same gateway ports that serve governed requests and learn revocations from each other', { timeout: 150_000 }, async () => {
     const upstream = await startUpstream({});
     cleanups.push(() => upstream.close());
+    const upstreamDb = await createTestDatabase();
+    cleanups.push(() => upstreamDb.drop());
+    const setup = new pg.Client({ connectionString: upstreamDb.url });
+    await setup.connect();
+    await setup.query('create table items (id int primary key); insert into items values (1), (2)');
+    await setup.end();
     const { started, parent, replicas, spoolDir, gatewayPort, pgPort, adminUrl } = await startReplicated();
     const [replica] = replicas;
     // A spool has one writer: the replica spools under its own subdirectory, and nobody's spool is refused.
@@ -91,8 +116,16 @@ describe('gateway.processes', () => {
       return res.json as Record<string, unknown>;
     };
     await admin('POST', '/api/data-sources', { name: 'replicated', source_id: 'replicated', source_type: 'http', connection_config: { base_url: `http://127.0.0.1:${upstream.port}/` }, create_default_roles: true });
+    await admin('POST', '/api/data-sources', {
+      name: 'replicated-pg',
+      source_id: 'replicated-pg',
+      source_type: 'postgres',
+      connection_config: { host: '127.0.0.1', port: 5432, database: upstreamDb.name, user: 'postgres', ssl_mode: 'disable', pool_max: WIRE_SESSIONS },
+      create_default_roles: true,
+    });
     const identity = await admin('POST', '/api/identities', { name: 'replicated-agent', generate_key: true });
     await admin('POST', `/api/identities/${String(identity.id)}/grants`, { source_id: 'replicated', role_key: 'reader' });
+    await admin('POST', `/api/identities/${String(identity.id)}/grants`, { source_id: 'replicated-pg', role_key: 'reader' });
     const auth = { authorization: `Bearer ${String(identity.api_key)}` };
 
     // Twenty connections: the kernel spreads them over both processes (all on one has odds of 2^-19).
@@ -110,8 +143,18 @@ describe('gateway.processes', () => {
     await waitFor(async () => (await statuses()).every((s) => s === 200), 15_000, 'every connection answered 200');
     expect([...pidsOn(gatewayPort, 'established')].sort()).toEqual([parent, replica].sort());
 
-    // Disabling the identity on the admin side must reach both processes' key-session memos.
+    // Wire sessions too, spread over both processes (all on one has odds of 2^-11); each runs a statement.
+    const sessions = await Promise.all(Array.from({ length: WIRE_SESSIONS }, () => wireSession(pgPort, 'replicated-agent', String(identity.api_key))));
+    cleanups.push(async () => void (await Promise.all(sessions.map((c) => c.end().catch(() => undefined)))));
+    const wireCodes = () => Promise.all(sessions.map((c) => c.query('select count(*) from items').then(() => null, (err: { code?: string }) => err.code ?? 'unknown')));
+    expect(await wireCodes()).toEqual(Array(WIRE_SESSIONS).fill(null));
+    expect([...pidsOn(pgPort, 'established')].sort()).toEqual([parent, replica].sort());
+
+    // Disabling the identity on the admin side must reach both processes' key-session memos and wire listeners.
     await admin('PATCH', `/api/identities/${String(identity.id)}`, { enabled: false });
+    // Redis delivers the broadcast within milliseconds, far inside the second each process reuses an identity's state.
+    await sleep(50);
+    expect(await wireCodes()).toEqual(Array(WIRE_SESSIONS).fill('28000'));
     await waitFor(async () => (await statuses()).every((s) => s === 401), 3_000, 'every connection refused');
     expect(await statuses()).toEqual(Array(20).fill(401));
 
