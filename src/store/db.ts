@@ -10,6 +10,7 @@ import { PGlite } from '@electric-sql/pglite';
 import type { Database } from './schema.js';
 import { StoreUnavailableError, translateConnectionError } from './errors.js';
 import { withDeadline } from '../util/deadline.js';
+import { poolCopyIn, type CopyIn } from './copy.js';
 import { pidAlive } from '../util/pid.js';
 
 export type SslMode = 'disable' | 'prefer' | 'require' | 'verify-ca' | 'verify-full';
@@ -38,6 +39,8 @@ export interface ControlStore {
   kind: 'postgres' | 'pglite';
   /** Where the store lives, safe to log: host:port/database or the embedded directory. */
   target: string;
+  /** Bulk load through `COPY … FROM STDIN`; PostgreSQL only (the embedded store has no pg connection to stream on). */
+  copyIn?: CopyIn;
   /** `SELECT 1` within timeoutMs (default: the connect timeout); throws StoreUnavailableError. */
   ping(timeoutMs?: number): Promise<void>;
   close(): Promise<void>;
@@ -234,6 +237,7 @@ async function openPostgres(rawUrl: string, opts: ControlStoreOptions): Promise<
     db,
     kind: 'postgres',
     target: parsed.target,
+    copyIn: poolCopyIn(pool, parsed.target),
     ping: (timeoutMs = opts.connectTimeoutMs) => (closed ? Promise.reject(closedError(parsed.target)) : pingWithin(db, timeoutMs, parsed.target)),
     async close() {
       if (closed) return;
