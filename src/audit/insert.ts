@@ -1,6 +1,8 @@
-// Idempotent batch insert of audit entries into the partitioned table: one statement, one JSON parameter, duplicates by id ignored.
+// Idempotent batch storage of audit entries into the partitioned table: COPY for fresh batches on PostgreSQL, one INSERT of one JSON parameter otherwise.
 import { sql } from 'kysely';
 import type { Kysely } from 'kysely';
+import type { CopyIn } from '../store/copy.js';
+import { AUDIT_COPY_STATEMENT, auditCopyText, copyTextIsFaithful } from './copy-text.js';
 import { AUDIT_FIELDS, type AuditEntry } from './entry.js';
 import { ensurePartitionsFor } from './partitions.js';
 
@@ -10,6 +12,11 @@ const COLUMNS = sql.raw(AUDIT_FIELDS.join(', '));
 function isMissingPartition(error: unknown): boolean {
   const e = error as { code?: unknown; message?: unknown };
   return e?.code === '23514' && typeof e.message === 'string' && e.message.includes('no partition');
+}
+
+/** SQLSTATE 23505: an entry of the batch is stored already (a retry of a batch whose first attempt committed late). */
+function isUniqueViolation(error: unknown): boolean {
+  return (error as { code?: unknown })?.code === '23505';
 }
 
 /**
@@ -35,5 +42,37 @@ export async function insertAuditEntries(db: Kysely<any>, entries: readonly Audi
     if (!isMissingPartition(error)) throw error;
     await ensurePartitionsFor(db, entries.map((e) => new Date(e.ts)));
     return run();
+  }
+}
+
+/**
+ * Stores a fresh batch with `COPY audit_entries … FROM STDIN`, which costs PostgreSQL about 30% less CPU per entry
+ * than the JSON insert (docs/decisions/0004-audit-copy.md). COPY is atomic but has no ON CONFLICT, so:
+ * - a unique violation (23505: the batch was stored before, by an attempt that timed out after its commit) sends the
+ *   whole batch through insertAuditEntries, whose ON CONFLICT stores just the missing entries;
+ * - a month without a partition (23514) creates the partitions and copies once more, as the insert path does;
+ * - a batch whose text COPY cannot carry unchanged (copyTextIsFaithful) takes the insert path, so PostgreSQL accepts
+ *   or refuses it exactly as before;
+ * - any other error propagates (the writer then spools the batch).
+ * `timeoutMs` bounds each COPY: one not answered in time has its connection destroyed (store/copy.ts).
+ * Returns the number of rows newly stored.
+ */
+// eslint-disable-next-line @typescript-eslint/no-explicit-any
+export async function copyAuditEntries(db: Kysely<any>, copyIn: CopyIn, entries: readonly AuditEntry[], timeoutMs: number): Promise<number> {
+  if (entries.length === 0) return 0;
+  const data = auditCopyText(entries);
+  if (!copyTextIsFaithful(data)) return insertAuditEntries(db, entries);
+  try {
+    return await copyIn(AUDIT_COPY_STATEMENT, data, timeoutMs);
+  } catch (error) {
+    if (isUniqueViolation(error)) return insertAuditEntries(db, entries);
+    if (!isMissingPartition(error)) throw error;
+  }
+  await ensurePartitionsFor(db, entries.map((e) => new Date(e.ts)));
+  try {
+    return await copyIn(AUDIT_COPY_STATEMENT, data, timeoutMs);
+  } catch (error) {
+    if (isUniqueViolation(error)) return insertAuditEntries(db, entries);
+    throw error;
   }
 }

@@ -5,7 +5,8 @@ import type { Config } from '../config/schema.js';
 import { GatehouseError } from '../errors/registry.js';
 import type { AuditLogger } from './context.js';
 import { assertValidEntry, type AuditEntry } from './entry.js';
-import { insertAuditEntries } from './insert.js';
+import { copyAuditEntries, insertAuditEntries } from './insert.js';
+import type { CopyIn } from '../store/copy.js';
 import type { AuditHealth, AuditPort, AuditStats } from './port.js';
 import { AuditSpool } from './spool.js';
 import { withDeadline } from '../util/deadline.js';
@@ -15,6 +16,8 @@ export type AuditConfig = Config['audit'];
 export interface AuditWriterOptions {
   // eslint-disable-next-line @typescript-eslint/no-explicit-any
   db: Kysely<any>;
+  /** The store's COPY loader (PostgreSQL): fresh batches go through it; without it (embedded store) they are inserted. */
+  copyIn?: CopyIn | undefined;
   config: AuditConfig;
   logger: AuditLogger;
   /** Defaults to a spool built from config.spool. */
@@ -39,6 +42,7 @@ function unavailable(detail: string, cause?: unknown): GatehouseError {
 
 export class AuditWriter implements AuditPort {
   readonly #db: Kysely<unknown>;
+  readonly #copyIn: CopyIn | undefined;
   readonly #cfg: AuditConfig;
   readonly #logger: AuditLogger;
   readonly #spool: AuditSpool;
@@ -74,6 +78,7 @@ export class AuditWriter implements AuditPort {
 
   constructor(opts: AuditWriterOptions) {
     this.#db = opts.db as Kysely<unknown>;
+    this.#copyIn = opts.copyIn;
     this.#cfg = opts.config;
     this.#logger = opts.logger;
     this.#spool = opts.spool ?? new AuditSpool({ dir: opts.config.spool.dir, maxBytes: opts.config.spool.max_bytes, segmentBytes: opts.config.spool.segment_bytes, logger: opts.logger });
@@ -237,8 +242,26 @@ export class AuditWriter implements AuditPort {
   // -------------------------------------------------------------------------------------------
   // PostgreSQL availability, recovery with backoff, spool replay
 
+  /**
+   * Stores a fresh batch (strict group commit, buffered flush). Spool replays use #replayInsert instead: spooled
+   * entries are the ones whose earlier attempt ended in an unknown state (a timeout after the commit, a crash
+   * mid-replay), so duplicates are expected there, and a COPY would fail on the first one and redo the batch as an
+   * insert anyway. Replays are off the request path, where COPY's saving matters.
+   */
   async #insert(entries: AuditEntry[]): Promise<void> {
-    await withDeadline(insertAuditEntries(this.#db, entries), this.#insertTimeoutMs, () => {
+    const work = this.#copyIn
+      ? copyAuditEntries(this.#db, this.#copyIn, entries, this.#insertTimeoutMs)
+      : insertAuditEntries(this.#db, entries);
+    await this.#bounded(work);
+  }
+
+  async #replayInsert(entries: AuditEntry[]): Promise<void> {
+    await this.#bounded(insertAuditEntries(this.#db, entries));
+  }
+
+  /** A store attempt not answered within insertTimeoutMs counts as failed (a hung COPY also destroys its own connection). */
+  #bounded(work: Promise<number>): Promise<number> {
+    return withDeadline(work, this.#insertTimeoutMs, () => {
       throw new Error(`audit insert not answered within ${this.#insertTimeoutMs} ms`);
     });
   }
@@ -305,7 +328,7 @@ export class AuditWriter implements AuditPort {
   async replayNow(): Promise<number> {
     const n = await this.#spool.replay(async (batch) => {
       if (this.#closing) throw new Error('audit writer closing: replay stopped');
-      await this.#insert(batch);
+      await this.#replayInsert(batch);
       this.#replayed += batch.length;
       this.#written += batch.length;
     }, this.#cfg.batch_size);

@@ -125,7 +125,7 @@ export async function buildServices(loaded: LoadedConfig, role: ServiceRole, log
     });
     readiness.register('registry', () => registry.health());
     const auditLog = log.child({ component: 'audit' });
-    const audit = new AuditWriter({ db: store.db, config: config.audit, logger: auditLog });
+    const audit = new AuditWriter({ db: store.db, copyIn: store.copyIn, config: config.audit, logger: auditLog });
     await audit.start();
     // Closed after the listeners (closers run in reverse), so in-flight requests still record their entries.
     closers.push(() => audit.close());

@@ -1,0 +1,143 @@
+// COPY text-format encoding of audit batches: one line per entry, the columns of AUDIT_FIELDS in order, escaped exactly as PostgreSQL reads them back.
+import { AUDIT_FIELDS, type AuditEntry } from './entry.js';
+
+/**
+ * The statement the encoded batch is streamed into: the partitioned parent, every column named, text format
+ * (tab delimiter, `\N` for NULL).
+ * @see https://www.postgresql.org/docs/current/sql-copy.html#id-1.9.3.55.9.2 (File Formats, Text Format)
+ */
+export const AUDIT_COPY_STATEMENT = `copy audit_entries (${AUDIT_FIELDS.join(', ')}) from stdin with (format text)`;
+
+/** Character codes the text format and array literals give a meaning to. */
+const enum Ch {
+  Tab = 0x09,
+  Newline = 0x0a,
+  Return = 0x0d,
+  Quote = 0x22,
+  Backslash = 0x5c,
+}
+
+/** COPY's NULL marker (the default NULL string of the text format). */
+const NULL = '\\N';
+
+/**
+ * The escaping slow path from index `from` on: backslash, tab, newline and carriage return become backslash
+ * sequences. Every other character, control characters included, is taken literally by COPY and needs none.
+ */
+function escapeTextFrom(s: string, from: number): string {
+  let out = s.slice(0, from);
+  let last = from;
+  for (let i = from; i < s.length; i++) {
+    let seq: string;
+    switch (s.charCodeAt(i)) {
+      case Ch.Backslash: seq = '\\\\'; break;
+      case Ch.Tab: seq = '\\t'; break;
+      case Ch.Newline: seq = '\\n'; break;
+      case Ch.Return: seq = '\\r'; break;
+      default: continue;
+    }
+    out += s.slice(last, i) + seq;
+    last = i + 1;
+  }
+  return out + s.slice(last);
+}
+
+/** A text field. Most values (ids, paths, fingerprints, normalized SQL) need no escaping: they are scanned once and returned as they are. */
+function text(s: string): string {
+  for (let i = 0; i < s.length; i++) {
+    const c = s.charCodeAt(i);
+    // 9..13 covers tab, newline and return in one comparison pair; the slow path leaves 11 and 12 alone.
+    if (c === Ch.Backslash || (c <= Ch.Return && c >= Ch.Tab)) return escapeTextFrom(s, i);
+  }
+  return s;
+}
+
+function textOrNull(s: string | null): string {
+  return s === null || s === undefined ? NULL : text(s);
+}
+
+function intOrNull(n: number | null): string {
+  return n === null || n === undefined ? NULL : String(n);
+}
+
+/**
+ * One element of a text[] literal, written inside double quotes (so empty strings, `NULL`, braces, commas and
+ * whitespace need no further thought): the array literal escapes `"` and `\` with a backslash, then COPY escapes
+ * that backslash and the control characters once more.
+ * @see https://www.postgresql.org/docs/current/arrays.html#ARRAYS-IO
+ */
+function arrayElementFrom(s: string, from: number): string {
+  let out = s.slice(0, from);
+  let last = from;
+  for (let i = from; i < s.length; i++) {
+    let seq: string;
+    switch (s.charCodeAt(i)) {
+      case Ch.Backslash: seq = '\\\\\\\\'; break;
+      case Ch.Quote: seq = '\\\\"'; break;
+      case Ch.Tab: seq = '\\t'; break;
+      case Ch.Newline: seq = '\\n'; break;
+      case Ch.Return: seq = '\\r'; break;
+      default: continue;
+    }
+    out += s.slice(last, i) + seq;
+    last = i + 1;
+  }
+  return out + s.slice(last);
+}
+
+function arrayElement(s: string): string {
+  for (let i = 0; i < s.length; i++) {
+    const c = s.charCodeAt(i);
+    if (c === Ch.Backslash || c === Ch.Quote || (c <= Ch.Return && c >= Ch.Tab)) return arrayElementFrom(s, i);
+  }
+  return s;
+}
+
+function textArray(a: readonly string[]): string {
+  if (a.length === 0) return '{}';
+  let out = '{"' + arrayElement(a[0]!);
+  for (let i = 1; i < a.length; i++) out += '","' + arrayElement(a[i]!);
+  return out + '"}';
+}
+
+/** Safe integers print as plain digits with an optional minus sign: nothing to quote or escape. */
+function intArray(a: readonly number[]): string {
+  return a.length === 0 ? '{}' : '{' + a.join(',') + '}';
+}
+
+/** jsonb: the JSON text the insert path would send (JSON.stringify), then text-escaped (its own escapes are backslashes). */
+function jsonOrNull(v: unknown): string {
+  if (v === null || v === undefined) return NULL;
+  const json = JSON.stringify(v);
+  return json === undefined ? NULL : text(json);
+}
+
+/**
+ * The COPY text of a batch. Numbers print with String(), the same shortest round-trip form JSON.stringify gives the
+ * insert path, so both paths hand PostgreSQL the same digits. One template per row, fields in AUDIT_FIELDS order
+ * (test/audit/copy.test.ts checks the order against the statement and the stored rows against the insert path).
+ */
+export function auditCopyText(entries: readonly AuditEntry[]): string {
+  let out = '';
+  for (let i = 0; i < entries.length; i++) {
+    const e = entries[i]!;
+    out +=
+      `${text(e.id)}\t${text(e.ts)}\t${text(e.request_id)}\t${text(e.channel)}\t${intOrNull(e.identity_id)}\t` +
+      `${intOrNull(e.admin_user_id)}\t${textOrNull(e.source_id)}\t${textOrNull(e.operation)}\t${textOrNull(e.method)}\t` +
+      `${textOrNull(e.path)}\t${textOrNull(e.sql_fingerprint)}\t${textOrNull(e.sql_normalized)}\t${textArray(e.tables)}\t` +
+      `${text(e.decision)}\t${textArray(e.reasons)}\t${intArray(e.policy_ids)}\t${intOrNull(e.approval_id)}\t${e.status}\t` +
+      `${intOrNull(e.upstream_status)}\t${textOrNull(e.cache)}\t${e.redactions}\t${e.bytes_in}\t${e.bytes_out}\t` +
+      `${e.duration_ms}\t${textOrNull(e.client_ip)}\t${textOrNull(e.action)}\t${jsonOrNull(e.target)}\t` +
+      `${jsonOrNull(e.changes)}\t${textOrNull(e.error_code)}\n`;
+  }
+  return out;
+}
+
+/**
+ * Whether COPY carries this text to PostgreSQL unchanged. A lone surrogate would be replaced by U+FFFD when the string
+ * is encoded to UTF-8 (stored altered, where the insert path's JSON escape is refused), and a NUL has no escape in the
+ * text format; a batch holding either is left to the insert path, so PostgreSQL judges it exactly as before.
+ */
+export function copyTextIsFaithful(data: string): boolean {
+  return data.isWellFormed() && !data.includes('\0');
+}
