@@ -35,6 +35,8 @@ describe('audit loss test: PostgreSQL unreachable partway', () => {
       const logger = recordingLogger();
       const writer = new AuditWriter({
         db: viaProxy.db,
+        // As in production on PostgreSQL: fresh batches by COPY, the spool replayed by INSERT … ON CONFLICT.
+        copyIn: viaProxy.copyIn,
         config: auditConfig({ durability_mode: mode, batch_size: 50, flush_interval_ms: 20, spool: { dir: spool.dir } }),
         logger,
         insertTimeoutMs: 2_000,

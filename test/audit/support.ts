@@ -1,11 +1,13 @@
 // Audit test fixtures: a cuttable TCP proxy in front of the local PostgreSQL, entry and config builders, a recording logger.
 import net from 'node:net';
+import { Transform } from 'node:stream';
 import pg from 'pg';
 import { Kysely, PostgresDialect } from 'kysely';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { auditSchema } from '../../src/config/schema.js';
+import { poolCopyIn, type CopyIn } from '../../src/store/copy.js';
 import type { AuditConfig } from '../../src/audit/writer.js';
 import { newAuditId, type AuditEntry } from '../../src/audit/entry.js';
 import type { AuditLogger } from '../../src/audit/context.js';
@@ -14,11 +16,15 @@ import { waitFor as waitForAny } from '../support/wait.js';
 /**
  * A TCP proxy we can cut: `cut()` destroys every open connection and refuses new ones at once
  * (the writer sees PostgreSQL vanish mid-stream), `restore()` lets connections through again.
+ * `stallAfter(n)` forwards n more bytes from clients to the server and swallows the rest: the server
+ * waits mid-message, as behind a hung network, while the client believes it has sent everything.
  */
 export class TcpProxy {
   readonly #server: net.Server;
   readonly #sockets = new Set<net.Socket>();
   #blocked = false;
+  /** Bytes still forwarded from clients to the server; null while not stalling. */
+  #stallBudget: number | null = null;
 
   private constructor(server: net.Server) {
     this.#server = server;
@@ -51,7 +57,15 @@ export class TcpProxy {
         upstream.destroy();
       });
     }
-    client.pipe(upstream);
+    const gate = new Transform({
+      transform: (chunk: Buffer, _encoding, done) => {
+        if (this.#stallBudget === null) return done(null, chunk);
+        const forward = Math.min(this.#stallBudget, chunk.length);
+        this.#stallBudget -= forward;
+        done(null, chunk.subarray(0, forward));
+      },
+    });
+    client.pipe(gate).pipe(upstream);
     upstream.pipe(client);
   }
 
@@ -60,8 +74,14 @@ export class TcpProxy {
     for (const s of this.#sockets) s.destroy();
   }
 
+  stallAfter(bytes: number): void {
+    this.#stallBudget = bytes;
+  }
+
+  /** Lets new connections through again, unstalled (a stalled connection has lost bytes for good). */
   restore(): void {
     this.#blocked = false;
+    this.#stallBudget = null;
   }
 
   async close(): Promise<void> {
@@ -146,7 +166,7 @@ export const waitFor = (cond: () => boolean | Promise<boolean>, timeoutMs: numbe
  * on a checked-out client whose socket closes, and without a listener that is an uncaught exception.
  */
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
-export function kyselyVia(port: number, database: string, opts: { max?: number; connectTimeoutMs?: number } = {}): { db: Kysely<any>; close(): Promise<void> } {
+export function kyselyVia(port: number, database: string, opts: { max?: number; connectTimeoutMs?: number } = {}): { db: Kysely<any>; copyIn: CopyIn; close(): Promise<void> } {
   const pool = new pg.Pool({
     host: '127.0.0.1', port, user: 'postgres', database, max: opts.max ?? 4, connectionTimeoutMillis: opts.connectTimeoutMs ?? 1_000,
   });
@@ -154,5 +174,5 @@ export function kyselyVia(port: number, database: string, opts: { max?: number; 
   pool.on('connect', (client) => client.on('error', () => undefined));
   // eslint-disable-next-line @typescript-eslint/no-explicit-any
   const db = new Kysely<any>({ dialect: new PostgresDialect({ pool }) });
-  return { db, close: () => db.destroy() };
+  return { db, copyIn: poolCopyIn(pool, `127.0.0.1:${port}/${database}`), close: () => db.destroy() };
 }

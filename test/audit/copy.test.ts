@@ -1,0 +1,328 @@
+// Audit batches through COPY: the same stored rows as the JSON insert for hostile values, the fallbacks (conflict, missing partition, unfaithful text), counts, and COPYs cut or hung mid-stream.
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import fc from 'fast-check';
+import { sql } from 'kysely';
+import type { Kysely } from 'kysely';
+import { AUDIT_COPY_STATEMENT, auditCopyText, copyTextIsFaithful } from '../../src/audit/copy-text.js';
+import { AUDIT_CACHE_OUTCOMES, AUDIT_CHANNELS, AUDIT_DECISIONS, AUDIT_FIELDS, assertValidEntry, newAuditId, type AuditEntry } from '../../src/audit/entry.js';
+import { copyAuditEntries, insertAuditEntries } from '../../src/audit/insert.js';
+import { listPartitions, monthStart } from '../../src/audit/partitions.js';
+import { AuditWriter } from '../../src/audit/writer.js';
+import type { CopyIn } from '../../src/store/copy.js';
+import { withMigratedStore, type MigratedStore, TEST_PG_HOST, TEST_PG_PORT } from '../support/pg.js';
+import { auditConfig, kyselyVia, makeEntry, recordingLogger, TcpProxy, tempSpoolDir, waitFor } from './support.js';
+
+let migrated: MigratedStore;
+// eslint-disable-next-line @typescript-eslint/no-explicit-any
+let db: Kysely<any>;
+let copyIn: CopyIn;
+beforeAll(async () => {
+  migrated = await withMigratedStore();
+  db = migrated.store.db;
+  copyIn = migrated.store.copyIn!;
+});
+afterAll(async () => {
+  await migrated?.cleanup();
+});
+
+/** Every column as PostgreSQL's own text output, so "identical" means identical as stored, type by type. */
+const STORED_COLUMNS = sql.raw(AUDIT_FIELDS.map((f) => `${f}::text as ${f}`).join(', '));
+
+async function storedRows(ids: readonly string[]): Promise<Record<string, string | null>[]> {
+  if (ids.length === 0) return [];
+  const { rows } = await sql<Record<string, string | null>>`select ${STORED_COLUMNS} from audit_entries where id = any(${ids}::uuid[]) order by id`.execute(db);
+  return rows;
+}
+
+async function countLike(prefix: string): Promise<{ total: number; distinct: number }> {
+  const { rows } = await sql<{ total: number; distinct: number }>`
+    select count(*)::int as total, count(distinct id)::int as distinct from audit_entries where request_id like ${prefix + '%'}`.execute(db);
+  return rows[0]!;
+}
+
+describe('COPY text encoding', () => {
+  it('names every column of AUDIT_FIELDS in order and writes one tab-separated line of as many fields per entry', () => {
+    expect(AUDIT_COPY_STATEMENT).toBe(`copy audit_entries (${AUDIT_FIELDS.join(', ')}) from stdin with (format text)`);
+    const text = auditCopyText([makeEntry(), makeEntry({ path: 'a\tb\nc\\d' })]);
+    const lines = text.split('\n');
+    expect(lines).toHaveLength(3);
+    expect(lines[2]).toBe('');
+    for (const line of lines.slice(0, 2)) expect(line.split('\t')).toHaveLength(AUDIT_FIELDS.length);
+  });
+
+  it('escapes text, NULL, arrays and JSON as the text format and array literals require', () => {
+    const e = makeEntry({
+      path: 'a\\b\tc\nd\re\\N',
+      operation: null,
+      tables: ['', 'NULL', 'a,b', '{x}', 'q"q', 'b\\s', 't\tn\n'],
+      reasons: [],
+      policy_ids: [-1, 0, 7],
+      target: { type: 'x', id: 'a\\"b\n' },
+    });
+    const fields = auditCopyText([e]).slice(0, -1).split('\t');
+    const at = (name: (typeof AUDIT_FIELDS)[number]): string => fields[AUDIT_FIELDS.indexOf(name)]!;
+    expect(at('path')).toBe('a\\\\b\\tc\\nd\\re\\\\N');
+    expect(at('operation')).toBe('\\N');
+    expect(at('tables')).toBe('{"","NULL","a,b","{x}","q\\\\"q","b\\\\\\\\s","t\\tn\\n"}');
+    expect(at('reasons')).toBe('{}');
+    expect(at('policy_ids')).toBe('{-1,0,7}');
+    expect(at('target')).toBe('{"type":"x","id":"a\\\\\\\\\\\\"b\\\\n"}');
+  });
+
+  it('marks text with a lone surrogate or a NUL as not carried faithfully', () => {
+    expect(copyTextIsFaithful(auditCopyText([makeEntry({ path: '/ok/😀' })]))).toBe(true);
+    expect(copyTextIsFaithful(auditCopyText([makeEntry({ path: '/\uD800' })]))).toBe(false);
+    expect(copyTextIsFaithful(auditCopyText([makeEntry({ reasons: ['a\u0000b'] })]))).toBe(false);
+  });
+});
+
+// ---------------------------------------------------------------------------------------------
+// Differential: COPY and the JSON insert store the same rows, or both refuse the batch
+
+const HOSTILE = ['\\', '\t', '\n', '\r', '\\N', '\\.', '\\\\', '\\t', '"', "'", '{', '}', ',', '', ' ', 'NULL', 'null', '{"a":1}', '[1,2]', '\u0001', '\u007f', '\u000b', '\f', 'é', 'ß', '😀', '👩‍👩‍👧', '\u2028', '\uFEFF', '$1', '%s'];
+/** Values PostgreSQL refuses in text or jsonb (assertValidEntry accepts them): both paths must refuse the whole batch. */
+const POISON = ['\u0000', '\uD800', '\uDFFF', 'a\uDBFFb'];
+
+const piece = fc.oneof(fc.constantFrom(...HOSTILE), fc.string({ unit: 'grapheme', maxLength: 6 }), fc.string({ unit: 'binary', maxLength: 6 }).map((s) => s.replaceAll('\0', '')));
+const hostile = fc.oneof(
+  { arbitrary: fc.array(piece, { maxLength: 8 }).map((a) => a.join('')), weight: 300 },
+  // Long values up to the validator's 16,384 characters, made of what needs escaping most.
+  { arbitrary: fc.tuple(fc.constantFrom('\\', '\t', '"', 'x', '😀', '{,}'), fc.integer({ min: 1_000, max: 16_384 })).map(([p, n]) => p.repeat(n).slice(0, 16_384)), weight: 3 },
+  { arbitrary: fc.tuple(piece, fc.constantFrom(...POISON), piece).map((a) => a.join('')), weight: 1 },
+).filter((s) => s.length <= 16_384);
+const textOrNull = fc.option(hostile, { freq: 4 });
+const jsonValue = fc.letrec((tie) => ({
+  value: fc.oneof(
+    { depthSize: 'small' },
+    fc.constant(null),
+    fc.boolean(),
+    fc.integer(),
+    fc.double({ noNaN: true, noDefaultInfinity: true }),
+    hostile,
+    fc.array(tie('value'), { maxLength: 4 }),
+    fc.dictionary(hostile, tie('value'), { maxKeys: 4 }),
+  ),
+})).value;
+const thisMonth = monthStart(new Date()).getTime();
+const entryArb: fc.Arbitrary<AuditEntry> = fc.record({
+  // Within the months the migration creates, so no partition is made here.
+  ts: fc.integer({ min: thisMonth, max: monthStart(new Date(), 3).getTime() - 1 }).map((ms) => new Date(ms).toISOString()),
+  request_id: hostile.map((s) => `r${s}`.slice(0, 256)),
+  channel: fc.constantFrom(...AUDIT_CHANNELS),
+  // Full safe-integer range now and then: beyond int4 both paths must refuse alike.
+  identity_id: fc.option(fc.oneof({ arbitrary: fc.integer(), weight: 30 }, { arbitrary: fc.maxSafeInteger(), weight: 1 })),
+  admin_user_id: fc.option(fc.integer()),
+  source_id: textOrNull,
+  operation: textOrNull,
+  method: textOrNull,
+  path: textOrNull,
+  sql_fingerprint: textOrNull,
+  sql_normalized: textOrNull,
+  tables: fc.array(hostile, { maxLength: 6 }),
+  decision: fc.constantFrom(...AUDIT_DECISIONS),
+  reasons: fc.array(hostile, { maxLength: 6 }),
+  policy_ids: fc.array(fc.integer(), { maxLength: 5 }),
+  approval_id: fc.option(fc.integer()),
+  status: fc.nat(),
+  upstream_status: fc.option(fc.integer()),
+  cache: fc.option(fc.constantFrom(...AUDIT_CACHE_OUTCOMES)),
+  redactions: fc.nat(),
+  bytes_in: fc.maxSafeNat(),
+  bytes_out: fc.maxSafeNat(),
+  duration_ms: fc.double({ min: 0, noNaN: true, noDefaultInfinity: true }),
+  client_ip: textOrNull,
+  action: textOrNull,
+  target: fc.option(fc.record({ type: hostile, id: hostile })),
+  changes: fc.option(fc.record({ before: jsonValue, after: jsonValue })),
+  error_code: textOrNull,
+}).map((e) => ({ id: '', ...e }));
+
+type Outcome = { refused: false; stored: number; rows: Record<string, string | null>[] } | { refused: true; rows: Record<string, string | null>[] };
+
+async function outcome(store: () => Promise<number>, ids: readonly string[]): Promise<Outcome> {
+  try {
+    let stored: number;
+    try {
+      stored = await store();
+    } catch {
+      return { refused: true, rows: await storedRows(ids) };
+    }
+    return { refused: false, stored, rows: await storedRows(ids) };
+  } finally {
+    await sql`delete from audit_entries where id = any(${ids}::uuid[])`.execute(db);
+  }
+}
+
+describe('COPY against the JSON insert (property)', () => {
+  it('stores column-for-column the same rows for hostile values, or refuses the same batches storing nothing', async () => {
+    let copied = 0;
+    let refused = 0;
+    let runs = 0;
+    await fc.assert(
+      fc.asyncProperty(fc.array(entryArb, { minLength: 1, maxLength: 6 }), async (generated) => {
+        // Fresh ids per run: shrinking replays the same values.
+        const batch = generated.map((e) => ({ ...e, id: newAuditId(Date.parse(e.ts)) }));
+        for (const e of batch) assertValidEntry(e);
+        const ids = batch.map((e) => e.id);
+        const viaInsert = await outcome(() => insertAuditEntries(db, batch), ids);
+        const viaCopy = await outcome(() => copyAuditEntries(db, copyIn, batch, 10_000), ids);
+        runs += 1;
+        if (copyTextIsFaithful(auditCopyText(batch))) copied += 1;
+        if (viaInsert.refused) refused += 1;
+        expect(viaCopy).toEqual(viaInsert);
+        if (viaInsert.refused) expect(viaInsert.rows).toEqual([]);
+        else expect(viaInsert.rows).toHaveLength(batch.length);
+      }),
+      { numRuns: 150 },
+    );
+    // The property means something only if most batches really went through COPY and some were refused.
+    expect(copied).toBeGreaterThan(runs / 2);
+    expect(refused).toBeGreaterThan(0);
+    expect(refused).toBeLessThan(runs);
+  }, 120_000);
+});
+
+// ---------------------------------------------------------------------------------------------
+// Fallbacks and counts
+
+describe('COPY fallbacks and counts', () => {
+  it('returns the number of rows stored', async () => {
+    const batch = Array.from({ length: 250 }, (_, i) => makeEntry({ request_id: `count-${i}` }));
+    expect(await copyAuditEntries(db, copyIn, batch, 10_000)).toBe(250);
+    expect(await countLike('count-')).toEqual({ total: 250, distinct: 250 });
+    expect(await copyAuditEntries(db, copyIn, [], 10_000)).toBe(0);
+  });
+
+  it('a batch holding entries stored already (and one entry twice) falls back to the insert and stores each entry once', async () => {
+    const stored = Array.from({ length: 5 }, (_, i) => makeEntry({ request_id: `dup-old-${i}` }));
+    await copyAuditEntries(db, copyIn, stored, 10_000);
+    const fresh = Array.from({ length: 3 }, (_, i) => makeEntry({ request_id: `dup-new-${i}` }));
+    const replayed = [...stored, fresh[0]!, fresh[1]!, fresh[0]!, fresh[2]!];
+    // The COPY itself refuses the batch: that is what the fallback answers.
+    await expect(copyIn(AUDIT_COPY_STATEMENT, auditCopyText(replayed), 10_000)).rejects.toMatchObject({ code: '23505' });
+    expect(await copyAuditEntries(db, copyIn, replayed, 10_000)).toBe(3);
+    expect(await countLike('dup-')).toEqual({ total: 8, distinct: 8 });
+    expect(await copyAuditEntries(db, copyIn, replayed, 10_000)).toBe(0);
+  });
+
+  it('a batch spanning a month without a partition creates it and stores the whole batch', async () => {
+    const missing = new Date(Date.UTC(new Date().getUTCFullYear() + 7, 4, 1));
+    const name = `audit_entries_p${missing.getUTCFullYear()}05`;
+    expect((await listPartitions(db)).map((p) => p.name)).not.toContain(name);
+    const batch = [
+      makeEntry({ request_id: 'span-now-0' }),
+      makeEntry({ request_id: 'span-later-0', ts: new Date(missing.getTime() + 86_400_000).toISOString() }),
+      makeEntry({ request_id: 'span-now-1' }),
+    ];
+    await expect(copyIn(AUDIT_COPY_STATEMENT, auditCopyText(batch), 10_000)).rejects.toMatchObject({ code: '23514' });
+    expect(await countLike('span-')).toEqual({ total: 0, distinct: 0 });
+    expect(await copyAuditEntries(db, copyIn, batch, 10_000)).toBe(3);
+    expect((await listPartitions(db)).map((p) => p.name)).toContain(name);
+    expect(await countLike('span-')).toEqual({ total: 3, distinct: 3 });
+  });
+
+  it('a writer rewriting a batch it stored before (a retry after a late commit) stays up and stores each entry once', async () => {
+    const spool = await tempSpoolDir();
+    const writer = new AuditWriter({ db, copyIn, config: auditConfig({ durability_mode: 'strict', spool: { dir: spool.dir } }), logger: recordingLogger() });
+    try {
+      await writer.start();
+      const batch = Array.from({ length: 20 }, (_, i) => makeEntry({ request_id: `retry-${i}` }));
+      await Promise.all(batch.map((e) => writer.write(e)));
+      await Promise.all(batch.map((e) => writer.write(e)));
+      expect(writer.stats()).toMatchObject({ postgres_available: true, spooled_entries: 0, written: 40 });
+    } finally {
+      await writer.close();
+      await spool.remove();
+    }
+    expect(await countLike('retry-')).toEqual({ total: 20, distinct: 20 });
+  });
+});
+
+// ---------------------------------------------------------------------------------------------
+// A COPY cut or hung mid-stream
+
+describe('COPY interrupted mid-stream', () => {
+  let proxy: TcpProxy;
+  let via: ReturnType<typeof kyselyVia>;
+  beforeAll(async () => {
+    proxy = await TcpProxy.start({ host: TEST_PG_HOST, port: TEST_PG_PORT });
+    via = kyselyVia(proxy.port, migrated.database.name, { connectTimeoutMs: 1_000 });
+  });
+  afterAll(async () => {
+    await via?.close();
+    await proxy?.close();
+  });
+
+  /** Backends of the test database inside a COPY into audit_entries. */
+  async function copyBackends(): Promise<number> {
+    const { rows } = await sql<{ n: number }>`select count(*)::int as n from pg_stat_activity
+      where datname = ${migrated.database.name} and query like 'copy audit_entries%' and state = 'active'`.execute(db);
+    return rows[0]!.n;
+  }
+
+  /** About 2.5 MB of COPY text, so the stall lands inside the CopyData stream. */
+  const bigBatch = (prefix: string): AuditEntry[] =>
+    Array.from({ length: 2_000 }, (_, i) => makeEntry({ request_id: `${prefix}${i}`, sql_normalized: `select ${'x, '.repeat(400)}1 -- ${i}` }));
+
+  async function bufferedWriter(spoolDir: string, insertTimeoutMs: number): Promise<AuditWriter> {
+    const writer = new AuditWriter({
+      db: via.db,
+      copyIn: via.copyIn,
+      config: auditConfig({ durability_mode: 'buffered', batch_size: 5_000, flush_interval_ms: 60_000, spool: { dir: spoolDir } }),
+      logger: recordingLogger(),
+      insertTimeoutMs,
+    });
+    await writer.start();
+    return writer;
+  }
+
+  it('a dropped connection mid-COPY stores nothing; the writer spools the batch and replays it once', async () => {
+    const spool = await tempSpoolDir();
+    const writer = await bufferedWriter(spool.dir, 10_000);
+    try {
+      const batch = bigBatch('cut-');
+      for (const e of batch) await writer.write(e);
+      proxy.stallAfter(64 * 1024);
+      const flushed = writer.flush();
+      await waitFor(async () => (await copyBackends()) === 1, 10_000, 'the COPY to be under way on the server');
+      proxy.cut();
+      await flushed;
+      expect(writer.stats()).toMatchObject({ postgres_available: false, spooled_entries: batch.length });
+      await waitFor(async () => (await copyBackends()) === 0, 10_000, 'the server to abort the COPY');
+      expect(await countLike('cut-')).toEqual({ total: 0, distinct: 0 });
+
+      proxy.restore();
+      await waitFor(() => writer.stats().spooled_entries === 0 && writer.stats().postgres_available, 20_000, 'the spool to replay');
+      expect(await countLike('cut-')).toEqual({ total: batch.length, distinct: batch.length });
+    } finally {
+      proxy.restore();
+      await writer.close();
+      await spool.remove();
+    }
+  }, 60_000);
+
+  it('a COPY that hangs is abandoned at the insert timeout: its connection is destroyed, nothing is stored, the batch is spooled', async () => {
+    const spool = await tempSpoolDir();
+    const writer = await bufferedWriter(spool.dir, 1_000);
+    try {
+      const batch = bigBatch('hang-');
+      for (const e of batch) await writer.write(e);
+      proxy.stallAfter(64 * 1024);
+      const started = Date.now();
+      await writer.flush();
+      expect(Date.now() - started).toBeLessThan(5_000);
+      expect(writer.stats()).toMatchObject({ postgres_available: false, spooled_entries: batch.length });
+      // Destroying the client closes the socket; the server sees the connection go and aborts the COPY.
+      await waitFor(async () => (await copyBackends()) === 0, 10_000, 'the hung COPY backend to end');
+      expect(await countLike('hang-')).toEqual({ total: 0, distinct: 0 });
+
+      proxy.restore();
+      await waitFor(() => writer.stats().spooled_entries === 0 && writer.stats().postgres_available, 20_000, 'the spool to replay');
+      expect(await countLike('hang-')).toEqual({ total: batch.length, distinct: batch.length });
+    } finally {
+      proxy.restore();
+      await writer.close();
+      await spool.remove();
+    }
+  }, 60_000);
+});
