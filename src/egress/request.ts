@@ -1,8 +1,6 @@
 // One bounded upstream HTTP exchange through the egress dispatcher: no redirects, capped body on the wire and after decoding, validated content encodings, sanitized errors (spec §4 rules 4, 8, 11).
 import { promisify } from 'node:util';
 import zlib from 'node:zlib';
-import { request } from 'undici';
-import type { Dispatcher } from 'undici';
 import type { EgressDispatcher } from './agent.js';
 import { GatehouseError } from '../errors/registry.js';
 import { ResponseTooLargeError, UnsupportedEncodingError, UpstreamError } from './errors.js';
@@ -54,7 +52,7 @@ const brotli = promisify(zlib.brotliDecompress);
 /**
  * Sends one request through the source's SSRF-safe dispatcher and buffers the bounded answer.
  * Throws EgressDeniedError (403), ResponseTooLargeError (413), UpstreamError (502); any HTTP status,
- * including 3xx and 5xx, is returned as-is — undici's request() never follows redirects and no
+ * including 3xx and 5xx, is returned as-is — a bare dispatch never follows redirects and no
  * redirect interceptor is composed into the egress dispatcher.
  */
 export async function upstreamRequest(opts: UpstreamRequestOptions): Promise<UpstreamResponse> {
@@ -64,100 +62,157 @@ export async function upstreamRequest(opts: UpstreamRequestOptions): Promise<Ups
 
   const headers: Record<string, string> = { ...opts.headers };
   if (!Object.keys(headers).some((k) => k.toLowerCase() === 'accept-encoding')) headers['accept-encoding'] = ACCEPT_ENCODING;
-  // A timer cleared when the exchange ends, not AbortSignal.timeout: that one's timer and signal stay alive for the
-  // whole timeout after every request (tens of thousands at proxy rates), surviving young-generation GCs into old space.
-  const deadline = new AbortController();
-  const timer = setTimeout(() => deadline.abort(new DOMException('The operation was aborted due to timeout', 'TimeoutError')), opts.timeoutMs);
-  timer.unref();
-  const signal = opts.signal === undefined ? deadline.signal : AbortSignal.any([deadline.signal, opts.signal]);
-  try {
-    return await exchange(opts, headers, signal);
-  } finally {
-    clearTimeout(timer);
-  }
-}
-
-async function exchange(opts: UpstreamRequestOptions, headers: Record<string, string>, signal: AbortSignal): Promise<UpstreamResponse> {
-  let res: Dispatcher.ResponseData;
-  try {
-    res = await request(opts.url, {
-      dispatcher: opts.dispatcher.forSource(opts.sourceId),
-      method: opts.method,
-      headers,
-      body: opts.body ?? null,
-      signal,
-      headersTimeout: opts.timeoutMs,
-      bodyTimeout: opts.timeoutMs,
-    });
-  } catch (err) {
-    throw translateUpstreamError(err);
-  }
-
-  const resHeaders = { ...(res.headers as Record<string, string | string[]>) };
-  let codings: string[];
-  try {
-    codings = parseContentEncoding(resHeaders['content-encoding']);
-  } catch (err) {
-    discard(res);
-    throw err;
-  }
-  const wire = await readCapped(res, opts.maxResponseBytes);
+  const wire = await new Promise<WireResponse>((resolve, reject) => {
+    const exchange = new UpstreamExchange(opts, resolve, reject);
+    if (exchange.settled) return;
+    try {
+      opts.dispatcher.forSource(opts.sourceId).dispatch(
+        {
+          origin: opts.url.origin,
+          path: `${opts.url.pathname}${opts.url.search}`,
+          method: opts.method,
+          headers,
+          body: opts.body ?? null,
+          headersTimeout: opts.timeoutMs,
+          bodyTimeout: opts.timeoutMs,
+        },
+        exchange,
+      );
+    } catch (err) {
+      exchange.onResponseError(null, err as Error);
+    }
+  });
+  const resHeaders = wire.headers;
   // `identity` says nothing about the body; dropping it keeps "no content-encoding" meaning "body is plain".
-  if (codings.length === 0) delete resHeaders['content-encoding'];
-  if (codings.length === 0) return { status: res.statusCode, headers: resHeaders, body: wire, wireBytes: wire.length, decoded: [] };
-
-  const body = await decodeBody(wire, codings, opts.maxResponseBytes);
+  if (wire.codings.length === 0) {
+    delete resHeaders['content-encoding'];
+    return { status: wire.status, headers: resHeaders, body: wire.body, wireBytes: wire.body.length, decoded: [] };
+  }
+  const body = await decodeBody(wire.body, wire.codings, opts.maxResponseBytes);
   delete resHeaders['content-encoding'];
   delete resHeaders['content-length'];
-  return { status: res.statusCode, headers: resHeaders, body, wireBytes: wire.length, decoded: codings };
+  return { status: wire.status, headers: resHeaders, body, wireBytes: wire.body.length, decoded: wire.codings };
 }
 
-/** Drops an unread body: destroying emits an abort error that nobody else listens for. */
-function discard(res: Dispatcher.ResponseData): void {
-  res.body.on('error', () => undefined);
-  res.body.destroy();
+interface WireResponse {
+  status: number;
+  headers: Record<string, string | string[]>;
+  codings: string[];
+  /** As received, still encoded. */
+  body: Buffer;
 }
 
-/** Reads the body, refusing by content-length first and counting while reading; never buffers past the cap. */
-async function readCapped(res: Dispatcher.ResponseData, max: number): Promise<Buffer> {
-  const declared = res.headers['content-length'];
-  if (typeof declared === 'string' && /^\d+$/.test(declared) && Number(declared) > max) {
-    discard(res);
-    throw new ResponseTooLargeError(max, 'content-length');
+/** What a controller of undici's handler API offers this exchange (`null` when dispatch failed before starting). */
+interface ExchangeController {
+  abort(reason: Error): void;
+}
+
+/**
+ * One exchange as an undici dispatch handler that collects the capped body itself. `request()` would wrap every
+ * exchange in an async resource, a body stream and its events, a measurable share of the proxy's CPU per miss
+ * (docs/decisions/0001). The bounds are the same: the content-length and the bytes read are checked against the
+ * cap before anything is kept, the whole exchange has a deadline, and an abort signal ends it.
+ */
+class UpstreamExchange {
+  readonly #max: number;
+  readonly #signal: AbortSignal | undefined;
+  readonly #resolve: (res: WireResponse) => void;
+  readonly #reject: (err: GatehouseError) => void;
+  readonly #timer: NodeJS.Timeout;
+  #controller: ExchangeController | null = null;
+  /** Why this side ended the exchange: undici is told as soon as it has started the request. */
+  #ended: GatehouseError | null = null;
+  #settled = false;
+  #status = 0;
+  #headers: Record<string, string | string[]> = {};
+  #codings: string[] = [];
+  #chunks: Buffer[] = [];
+  #total = 0;
+
+  constructor(opts: UpstreamRequestOptions, resolve: (res: WireResponse) => void, reject: (err: GatehouseError) => void) {
+    this.#max = opts.maxResponseBytes;
+    this.#resolve = resolve;
+    this.#reject = reject;
+    // A timer cleared when the exchange ends, not AbortSignal.timeout: that one's timer and signal stay alive for
+    // the whole timeout after every request (tens of thousands at proxy rates), surviving young GCs into old space.
+    this.#timer = setTimeout(() => this.#end(new DOMException('The operation was aborted due to timeout', 'TimeoutError')), opts.timeoutMs);
+    this.#timer.unref();
+    this.#signal = opts.signal;
+    if (this.#signal?.aborted) this.#end(this.#signal.reason);
+    else this.#signal?.addEventListener('abort', this);
   }
-  // Stream events rather than `for await`: the async iterator cost a promise, a tick and its bookkeeping per chunk
-  // and per response, a visible share of the proxy's allocations.
-  return new Promise<Buffer>((resolve, reject) => {
-    const chunks: Buffer[] = [];
-    let total = 0;
-    let settled = false;
-    const body = res.body;
-    const fail = (err: GatehouseError) => {
-      if (settled) return;
-      settled = true;
-      reject(err);
-    };
-    body.on('data', (chunk: Buffer) => {
-      if (settled) return;
-      total += chunk.length;
-      if (total > max) {
-        fail(new ResponseTooLargeError(max, 'body'));
-        discard(res);
-        return;
-      }
-      chunks.push(chunk);
-    });
-    body.once('end', () => {
-      if (settled) return;
-      settled = true;
-      resolve(Buffer.concat(chunks, total));
-    });
-    body.once('error', (err: unknown) => fail(translateUpstreamError(err)));
-    // A body that closes without `end` or `error` (destroyed underneath) must not leave the request hanging.
-    body.once('close', () => {
-      if (!settled) fail(translateUpstreamError(new Error('response body closed before its end')));
-    });
-  });
+
+  get settled(): boolean {
+    return this.#settled;
+  }
+
+  /** The abort signal's listener (an EventListener object: no closure per exchange). */
+  handleEvent(): void {
+    this.#end(this.#signal?.reason);
+  }
+
+  onRequestStart(controller: ExchangeController): void {
+    this.#controller = controller;
+    if (this.#ended !== null) controller.abort(this.#ended);
+  }
+
+  onResponseStart(_controller: ExchangeController, statusCode: number, headers: Record<string, string | string[]>): void {
+    // Informational answers (1xx) precede the real one; request() did not show them either.
+    if (statusCode < 200 || this.#settled) return;
+    this.#status = statusCode;
+    // undici parses a fresh object per response: it is this exchange's to edit.
+    this.#headers = headers;
+    try {
+      this.#codings = parseContentEncoding(headers['content-encoding']);
+    } catch (err) {
+      this.#end(err);
+      return;
+    }
+    const declared = headers['content-length'];
+    if (typeof declared === 'string' && /^\d+$/.test(declared) && Number(declared) > this.#max) this.#end(new ResponseTooLargeError(this.#max, 'content-length'));
+  }
+
+  onResponseData(_controller: ExchangeController, chunk: Buffer): void {
+    if (this.#settled) return;
+    this.#total += chunk.length;
+    if (this.#total > this.#max) {
+      this.#end(new ResponseTooLargeError(this.#max, 'body'));
+      return;
+    }
+    this.#chunks.push(chunk);
+  }
+
+  onResponseEnd(): void {
+    if (this.#settled) return;
+    this.#finish();
+    const body = this.#chunks.length === 1 ? this.#chunks[0]! : Buffer.concat(this.#chunks, this.#total);
+    this.#resolve({ status: this.#status, headers: this.#headers, codings: this.#codings, body });
+  }
+
+  onResponseError(_controller: ExchangeController | null, err: Error): void {
+    if (this.#settled) return;
+    this.#finish();
+    this.#reject(translateUpstreamError(err));
+  }
+
+  /**
+   * Ends the exchange from this side (deadline, abort signal, a refused encoding or size): the caller is answered
+   * at once, even while the request still waits for a connection, and undici aborts the request as soon as it can.
+   */
+  #end(reason: unknown): void {
+    if (this.#settled) return;
+    this.#ended = translateUpstreamError(reason);
+    this.#finish();
+    this.#chunks = [];
+    this.#reject(this.#ended);
+    this.#controller?.abort(this.#ended);
+  }
+
+  #finish(): void {
+    this.#settled = true;
+    clearTimeout(this.#timer);
+    this.#signal?.removeEventListener('abort', this);
+  }
 }
 
 /** `Content-Encoding` as the ordered list of codings applied; `identity` is dropped. */

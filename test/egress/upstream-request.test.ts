@@ -14,6 +14,7 @@ const json = Buffer.from(JSON.stringify({ items: Array.from({ length: 20 }, (_, 
 const bomb = gzipSync(Buffer.alloc(64 * 1024 * 1024), { level: 9 });
 
 let up: TestUpstream;
+const closedWatches: number[] = [];
 const dispatcher = createEgressDispatcher({ allowPrivate: (id) => id === SOURCE, connectTimeoutMs: 1000 });
 
 beforeAll(async () => {
@@ -55,6 +56,9 @@ beforeAll(async () => {
       req.on('data', (c: Buffer) => chunks.push(c)).on('end', () => res.writeHead(201, { 'content-type': 'application/json' }).end(JSON.stringify({ method: req.method, headers: req.headers, body: Buffer.concat(chunks).toString() })));
     },
     '/fail': (_req, res) => res.writeHead(503).end('down'),
+    '/url': (req, res) => res.writeHead(200, { 'content-type': 'text/plain' }).end(req.url),
+    // Answers nothing and records when the gateway hangs up: an ended exchange must not leave its request running.
+    '/watch': (req) => void req.socket.once('close', () => closedWatches.push(performance.now())),
   });
 });
 afterAll(async () => {
@@ -66,6 +70,13 @@ function call(path: string, extra: Partial<UpstreamRequestOptions> = {}) {
   return upstreamRequest({ dispatcher, url: new URL(`http://127.0.0.1:${up.port}${path}`), method: 'GET', headers: {}, sourceId: SOURCE, timeoutMs: 2000, maxResponseBytes: CAP, ...extra });
 }
 const hitsOf = (path: string) => up.hits.filter((h) => h.path === path).length;
+async function waitFor(cond: () => boolean, ms = 2000): Promise<void> {
+  const until = performance.now() + ms;
+  while (!cond()) {
+    if (performance.now() > until) throw new Error('condition not met in time');
+    await new Promise((r) => setTimeout(r, 10));
+  }
+}
 
 describe('redirects are never followed', () => {
   it('passes a 302 back with its Location and never requests the target', async () => {
@@ -159,6 +170,36 @@ describe('failures are sanitized', () => {
     expect(refused).toMatchObject({ code: 'upstream_failed', reason: 'connection refused', message: 'The upstream request failed.' });
     expect((refused as Error).message).not.toContain('127.0.0.1');
     await expect(call('/reset')).rejects.toMatchObject({ code: 'upstream_failed', reason: 'connection closed' });
+  });
+
+  it('an abort signal ends the exchange at once and hangs up on the upstream', async () => {
+    const stop = new AbortController();
+    const pending = call('/watch', { signal: stop.signal, timeoutMs: 10_000 });
+    await waitFor(() => hitsOf('/watch') === 1);
+    const before = closedWatches.length;
+    const started = performance.now();
+    stop.abort(new DOMException('stopping', 'AbortError'));
+    await expect(pending).rejects.toMatchObject({ code: 'upstream_failed' });
+    expect(performance.now() - started).toBeLessThan(500);
+    await waitFor(() => closedWatches.length === before + 1);
+  });
+
+  it('a signal aborted before the exchange sends nothing upstream', async () => {
+    const hits = hitsOf('/watch');
+    await expect(call('/watch', { signal: AbortSignal.abort() })).rejects.toMatchObject({ code: 'upstream_failed' });
+    await new Promise((r) => setTimeout(r, 100));
+    expect(hitsOf('/watch')).toBe(hits);
+  });
+
+  it('a timed-out exchange hangs up on the upstream too', async () => {
+    const before = closedWatches.length;
+    await expect(call('/watch', { timeoutMs: 200 })).rejects.toMatchObject({ code: 'upstream_failed', reason: 'timed out' });
+    await waitFor(() => closedWatches.length === before + 1);
+  });
+
+  it('sends the path with its query string as given', async () => {
+    const res = await call('/url?b=2&a=%2F');
+    expect(res.body.toString()).toBe('/url?b=2&a=%2F');
   });
 
   it('passes 5xx answers through as answers', async () => {
