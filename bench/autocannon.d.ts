@@ -14,7 +14,8 @@ declare module 'autocannon' {
       p99: number;
     }
     interface Result {
-      requests: Histogram;
+      /** `total`: requests completed in the run. */
+      requests: Histogram & { total: number };
       latency: Histogram;
       errors: number;
       timeouts: number;

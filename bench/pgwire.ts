@@ -2,12 +2,13 @@
 // The gateway runs in this process: start it with the V8 settings every `gatehouse` process has.
 import '../src/runtime/v8-flags.js';
 import { execFile, execFileSync, spawn } from 'node:child_process';
-import { chmodSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { Session } from 'node:inspector';
 import net from 'node:net';
 import { loadavg, tmpdir } from 'node:os';
 import path from 'node:path';
 import { startWireWorld } from '../test/pgwire/fixture.js';
+import { CLOCK_TICKS, procTicks } from './proc.js';
 
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 10);
 const CLIENTS = 8;
@@ -28,20 +29,6 @@ const PROFILE_DIR = process.env.BENCH_CPU_PROFILE_DIR;
  */
 const PROCESSES = Number(process.env.BENCH_GATEWAY_PROCESSES ?? 1);
 const SERVICE_ENV = Object.fromEntries(Object.entries(process.env).filter((e): e is [string, string] => e[0].startsWith('SERVICE_') && e[1] !== undefined));
-
-/** Linux clock ticks per second (USER_HZ), the unit of /proc/<pid>/stat CPU times. */
-const CLOCK_TICKS = 100;
-
-/** User + system CPU ticks of a process (0 when unknown), to compare PgBouncer's CPU per transaction with the gateway's. */
-function procTicks(pid: number | undefined): number {
-  if (pid === undefined) return 0;
-  try {
-    const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
-    return Number(fields[11]) + Number(fields[12]);
-  } catch {
-    return 0;
-  }
-}
 
 /** A CPU profile of this process (the gateway's side) over one pgbench run only, without startup and setup. */
 async function startProfile(): Promise<(file: string) => Promise<string>> {

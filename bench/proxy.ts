@@ -10,6 +10,7 @@ import autocannon from 'autocannon';
 import { createTestDatabase } from '../test/support/pg.js';
 import { ownerToken } from '../test/support/world.js';
 import { REVOCATION_MARKER_MS } from '../src/identity/key-sessions.js';
+import { cpuMeter, processTree } from './proc.js';
 
 const DURATION_S = Number(process.env.BENCH_DURATION_S ?? 10);
 const WARMUP_S = 2;
@@ -40,6 +41,8 @@ interface Figures {
   p99: number;
   errors: number;
   non2xx: number;
+  /** CPU microseconds per request of the case's proxy (or upstream) processes, from /proc; null when not measured. */
+  cpuUs: number | null;
   /** A detail row (one nginx configuration), printed but not one of the four cases. */
   extra?: boolean;
 }
@@ -88,7 +91,8 @@ async function stop(child: ChildProcess): Promise<void> {
   clearTimeout(timer);
 }
 
-async function load(name: string, url: string | (() => string), headers: Record<string, string> = {}): Promise<Figures> {
+/** Runs one case; `pids` names the processes whose CPU per request is reported (the proxy's, with its workers or replicas). */
+async function load(name: string, url: string | (() => string), headers: Record<string, string> = {}, pids: number[] = []): Promise<Figures> {
   const opts = (duration: number) => {
     const base = { connections: CONNECTIONS, duration, headers };
     if (typeof url === 'string') return { ...base, url };
@@ -97,8 +101,11 @@ async function load(name: string, url: string | (() => string), headers: Record<
     return { ...base, url: first.origin, requests: [{ setupRequest: (r: Record<string, unknown>) => ({ ...r, path: new URL(url()).pathname + new URL(url()).search }) }] };
   };
   await autocannon(opts(WARMUP_S) as autocannon.Options);
+  const tree = pids.flatMap(processTree);
+  const cpu = cpuMeter(tree);
   const r = await autocannon(opts(DURATION_S) as autocannon.Options);
-  return { name, rps: r.requests.average, p50: r.latency.p50, p99: r.latency.p99, errors: r.errors + r.timeouts, non2xx: r.non2xx };
+  const cpuUs = tree.length > 0 && r.requests.total > 0 ? cpu() / r.requests.total : null;
+  return { name, rps: r.requests.average, p50: r.latency.p50, p99: r.latency.p99, errors: r.errors + r.timeouts, non2xx: r.non2xx, cpuUs };
 }
 
 async function startNginx(upstreamPort: number, workers: number): Promise<{ port: number; child: ChildProcess; dir: string }> {
@@ -223,19 +230,19 @@ async function main(): Promise<void> {
   let n = 0;
   try {
     const results: Figures[] = [];
-    if (CASES.has('a')) results.push(await load('(a) upstream direct', `http://127.0.0.1:${upstreamPort}/item`));
+    if (CASES.has('a')) results.push(await load('(a) upstream direct', `http://127.0.0.1:${upstreamPort}/item`, {}, [upstream.pid!]));
     if (CASES.has('b')) {
       const runs: Figures[] = [];
-      for (const [i, nginx] of nginxes.entries()) runs.push(await load(`    nginx, ${nginxWorkers[i]} worker${nginxWorkers[i] === 1 ? '' : 's'}`, `http://127.0.0.1:${nginx.port}/item`));
+      for (const [i, nginx] of nginxes.entries()) runs.push(await load(`    nginx, ${nginxWorkers[i]} worker${nginxWorkers[i] === 1 ? '' : 's'}`, `http://127.0.0.1:${nginx.port}/item`, {}, [nginx.child.pid!]));
       const best = runs.reduce((a, b) => (b.rps > a.rps ? b : a));
       results.push({ ...best, name: '(b) nginx proxy, best' }, ...runs.map((r) => ({ ...r, extra: true })));
     }
-    if (CASES.has('c')) results.push(await load('(c) gatehouse miss', () => `${gh.gatewayUrl}/proxy/bench/miss/item?n=${n++}`, auth));
-    if (CASES.has('d')) results.push(await load('(d) gatehouse hit', `${gh.gatewayUrl}/proxy/bench/hit/item`, auth));
+    if (CASES.has('c')) results.push(await load('(c) gatehouse miss', () => `${gh.gatewayUrl}/proxy/bench/miss/item?n=${n++}`, auth, [gh.child.pid!]));
+    if (CASES.has('d')) results.push(await load('(d) gatehouse hit', `${gh.gatewayUrl}/proxy/bench/hit/item`, auth, [gh.child.pid!]));
 
     console.log(`\nHTTP proxy bench: ${CONNECTIONS} connections, ${DURATION_S}s each after ${WARMUP_S}s warm-up, audit ${AUDIT_MODE}, gateway.processes ${PROCESSES}, loopback, ${process.version}`);
-    console.log(`${'case'.padEnd(22)}${'req/s'.padStart(9)}${'p50 ms'.padStart(9)}${'p99 ms'.padStart(9)}${'errors'.padStart(9)}${'non2xx'.padStart(9)}`);
-    for (const r of results) console.log(`${r.name.padEnd(22)}${fmt(r.rps)}${fmt(r.p50, 2)}${fmt(r.p99, 2)}${fmt(r.errors)}${fmt(r.non2xx)}`);
+    console.log(`${'case'.padEnd(22)}${'req/s'.padStart(9)}${'p50 ms'.padStart(9)}${'p99 ms'.padStart(9)}${'errors'.padStart(9)}${'non2xx'.padStart(9)}${'cpu µs/req'.padStart(12)}`);
+    for (const r of results) console.log(`${r.name.padEnd(22)}${fmt(r.rps)}${fmt(r.p50, 2)}${fmt(r.p99, 2)}${fmt(r.errors)}${fmt(r.non2xx)}${(r.cpuUs === null ? '-' : r.cpuUs.toFixed(0)).padStart(12)}`);
     const main = results.filter((r) => !r.extra);
     if (main.length < 4) return;
     const [a, b, c, d] = main as [Figures, Figures, Figures, Figures];
