@@ -1,20 +1,23 @@
 // The key-digest memo saves the HMAC per request without deciding anything: only accepted keys are remembered, under their pepper, and a remembered digest still has to find a live key session.
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { MemoryCoordination } from '../../src/coord/index.js';
 import { authenticateAgent, type AgentAuthDeps } from '../../src/identity/authenticate.js';
 import { digestApiKey } from '../../src/identity/keys.js';
 import { KeySessionMemo, encodeSession, keySessionKey, revokeKeySessions, type AgentIdentity } from '../../src/identity/key-sessions.js';
-import type { Db } from '../../src/store/repos/util.js';
+import { withMigratedStore, type MigratedStore } from '../support/pg.js';
 
 const PEPPER = 'test-pepper-0001';
 const KEY = 'gh_digest-memo-test-key-0123456789abcdef';
 const identity: AgentIdentity = { id: 7, name: 'memo', roles: [], team: null, mapped_pg_role: null, enabled: true, grant_version: 1, auth_version: 1 };
 const silent = { info: () => undefined, warn: () => undefined, error: () => undefined } as unknown as AgentAuthDeps['log'];
-/** A control store that knows no identity: every lookup by digest finds nothing. */
-const query: Record<string, unknown> = {};
-for (const step of ['selectFrom', 'selectAll', 'where']) query[step] = () => query;
-query.executeTakeFirst = async () => undefined;
-const emptyDatabase = query as unknown as Db;
+/** A real control store (PostgreSQL, migrated) that holds no identity: every lookup by digest finds nothing. */
+let emptyStore: MigratedStore;
+beforeAll(async () => {
+  emptyStore = await withMigratedStore({ poolMax: 2 });
+});
+afterAll(async () => {
+  await emptyStore.cleanup();
+});
 
 const memos: KeySessionMemo[] = [];
 afterEach(async () => {
@@ -26,7 +29,7 @@ async function setup(): Promise<{ deps: AgentAuthDeps; memo: KeySessionMemo; coo
   const memo = new KeySessionMemo(coord);
   await memo.start();
   memos.push(memo);
-  return { memo, coord, deps: { db: emptyDatabase, coord, log: silent, ttlSeconds: 60, memo, pepper: PEPPER, legacyAllowed: false } };
+  return { memo, coord, deps: { db: emptyStore.store.db, coord, log: silent, ttlSeconds: 60, memo, pepper: PEPPER, legacyAllowed: false } };
 }
 
 describe('key-digest memo', () => {
