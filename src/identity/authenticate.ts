@@ -98,11 +98,12 @@ export async function authenticateAgent(deps: AgentAuthDeps, authorizationHeader
   if (useSessions) {
     const remembered = deps.memo?.get(digest);
     if (remembered !== undefined) return accepted(remembered);
+    const revision = deps.memo?.revision ?? 0;
     try {
       const session = decodeSession(await deps.coord.get(sessionKey));
       if (session === 'revoked') revoked = true;
       else if (session !== null && digestsEqual(session.digest, digest) && session.identity.enabled) {
-        deps.memo?.set(digest, session.identity);
+        deps.memo?.set(digest, session.identity, revision);
         return accepted(session.identity);
       }
     } catch {

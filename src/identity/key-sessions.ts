@@ -78,6 +78,8 @@ export class KeySessionMemo implements KeyRevocationFeed {
   readonly #listeners = new Set<(revoked: KeyRevocation) => void>();
   #subscribed = false;
   #unsubscribe: (() => Promise<void>) | null = null;
+  /** Bumped by every revocation: a session read from the coordination store before one is not remembered after it. */
+  #revision = 0;
 
   constructor(private readonly coord: Coordination) {}
 
@@ -96,8 +98,14 @@ export class KeySessionMemo implements KeyRevocationFeed {
     return this.#cache.get(digest);
   }
 
-  set(digest: string, identity: AgentIdentity): void {
-    if (this.#subscribed) this.#cache.set(digest, identity);
+  /** The revision to pass to `set` with a session about to be read (revocations heard since make it stale). */
+  get revision(): number {
+    return this.#revision;
+  }
+
+  /** Remembers a session read at `revision`, unless a revocation was heard meanwhile (it may be the one revoked). */
+  set(digest: string, identity: AgentIdentity, revision: number): void {
+    if (this.#subscribed && revision === this.#revision) this.#cache.set(digest, identity);
   }
 
   /** The remembered digest of an accepted key under this pepper, if any. */
@@ -117,6 +125,7 @@ export class KeySessionMemo implements KeyRevocationFeed {
   }
 
   #revoked(revoked: KeyRevocation): void {
+    this.#revision += 1;
     if (revoked === 'all') this.#cache.clear();
     else for (const d of revoked) this.#cache.delete(d);
     for (const listener of this.#listeners) listener(revoked);

@@ -60,6 +60,20 @@ describe('key-digest memo', () => {
     await expect(authenticateAgent(deps, `Bearer ${KEY}`)).rejects.toMatchObject({ code: 'unauthenticated' });
   });
 
+  it('a session read before a revocation is not remembered after it', async () => {
+    const { deps, memo, coord } = await setup();
+    const digest = digestApiKey(PEPPER, KEY);
+    await coord.set(keySessionKey(digest), encodeSession(digest, identity), { ttlMs: 60_000 });
+    // authenticateAgent runs up to its coordination-store read; the revocation is heard while that read is in flight.
+    const pending = authenticateAgent(deps, `Bearer ${KEY}`);
+    memo.drop([digest]);
+    await expect(pending).resolves.toMatchObject({ id: 7 });
+    expect(memo.get(digest)).toBeUndefined();
+    // Without a revocation in between, the session read is remembered.
+    await authenticateAgent(deps, `Bearer ${KEY}`);
+    expect(memo.get(digest)).toMatchObject({ id: 7 });
+  });
+
   it('forgets every remembered key when the memo stops', async () => {
     const { deps, memo, coord } = await setup();
     const digest = digestApiKey(PEPPER, KEY);
