@@ -180,13 +180,24 @@ describe('node-postgres (extended protocol)', () => {
 test('one audit entry per statement', async () => {
   const c = await ww.client('wire-reader', reader.key);
   const marker = `audit_${Date.now()}`;
-  await c.query(`select '${marker}' as a`);
-  await c.query(`select '${marker}' as b, $1::int as n`, [5]);
+  await c.query(`select 1 as ${marker}_a`);
+  await c.query(`select 2 as ${marker}_b, $1::int as n`, [5]);
   await c.end();
-  await ww.psql('wire-reader', reader.key, ['-c', `select '${marker}' as c; select '${marker}' as d`]);
-  const entries = (await wireAudit(ww)).filter((e) => String(e.sql_normalized ?? '').includes('$1') && e.identity_id === reader.id);
-  const mine = entries.filter((e) => e.decision === 'allow' && e.status === 200);
-  expect(mine.length).toBeGreaterThanOrEqual(4);
+  await ww.psql('wire-reader', reader.key, ['-c', `select 3 as ${marker}_c; select 4 as ${marker}_d`]);
+  const entries = (await wireAudit(ww)).filter((e) => String(e.sql_normalized ?? '').includes(marker));
+  // Exactly one entry per statement, each an allowed read of this identity.
+  const byAlias = (suffix: string) => entries.filter((e) => String(e.sql_normalized).includes(`${marker}_${suffix}`));
+  for (const suffix of ['a', 'b', 'c', 'd']) expect(byAlias(suffix), suffix).toHaveLength(1);
+  expect(entries).toHaveLength(4);
+  for (const e of entries) expect(e).toMatchObject({ identity_id: reader.id, decision: 'allow', status: 200 });
+  // Request ids are `<session>:<n>`: the statements of one session share its id and are numbered in order.
+  const ids = ['a', 'b', 'c', 'd'].map((suffix) => String(byAlias(suffix)[0]!.request_id).split(':'));
+  for (const id of ids) expect(id).toHaveLength(2);
+  expect(ids[0]![0]).toBe(ids[1]![0]);
+  expect(ids[2]![0]).toBe(ids[3]![0]);
+  expect(ids[0]![0]).not.toBe(ids[2]![0]);
+  expect(Number(ids[1]![1])).toBeGreaterThan(Number(ids[0]![1]));
+  expect(Number(ids[3]![1])).toBe(Number(ids[2]![1]) + 1);
   const denied = (await wireAudit(ww)).filter((e) => e.identity_id === reader.id && e.decision === 'deny');
   expect(denied.length).toBeGreaterThan(0);
 });

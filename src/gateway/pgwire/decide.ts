@@ -1,5 +1,4 @@
 // Governance of one wire statement: the shared decision stages, the audit entry it owns, and the ErrorResponse a refusal becomes.
-import { randomUUID } from 'node:crypto';
 import { LRUCache } from 'lru-cache';
 import { auditFieldsOf, decisionStages, preparationStages } from '../../pipeline/decide.js';
 import { asGatehouseError, auditFailure, runStages } from '../../pipeline/run.js';
@@ -34,7 +33,8 @@ export type StatementDecision =
 export interface WireDecider {
   readonly pipeline: PipelineDeps;
   readonly auditor: Auditor;
-  readonly sessionId: string;
+  /** The next statement's request id: the session's id and the statement's number in it (`<session>:<n>`). */
+  nextRequestId(): string;
   readonly clientIp: string | null;
   readonly sourceId: string;
 }
@@ -162,7 +162,7 @@ export async function decideStatement(
   stages: readonly Stage[],
   memo: DecisionMemo | null = null,
 ): Promise<StatementDecision> {
-  const audit = d.auditor.begin({ channel: 'pgwire', request_id: `${d.sessionId}:${randomUUID().slice(0, 8)}`, client_ip: d.clientIp, source_id: d.sourceId, bytes_in: Buffer.byteLength(sql) });
+  const audit = d.auditor.begin({ channel: 'pgwire', request_id: d.nextRequestId(), client_ip: d.clientIp, source_id: d.sourceId, bytes_in: Buffer.byteLength(sql) });
   const req: GovernedRequest = {
     channel: 'pgwire',
     requestId: audit.request_id,

@@ -127,6 +127,8 @@ class WireConnection {
   #relay: WireRelay | null = null;
   #pid = 0;
   readonly #sessionId = randomUUID();
+  /** Statements decided so far: numbers the request ids, so an audit search by session lists them in order. */
+  #statements = 0;
 
   constructor(socket: net.Socket, private readonly ctx: ConnectionContext) {
     this.#socket = socket;
@@ -348,7 +350,7 @@ class WireConnection {
     const secret = this.ctx.cancels.get(this.#pid)!.secret.readInt32BE(0);
     out.push(backendKeyData(this.#pid, secret), readyForQuery(upstream.transactionStatus));
     this.#relay = new WireRelay(this.#socket, upstream, {
-      decider: { pipeline: deps.pipeline, auditor: deps.auditor, sessionId: this.#sessionId, clientIp: this.#socket.remoteAddress ?? null, sourceId },
+      decider: { pipeline: deps.pipeline, auditor: deps.auditor, nextRequestId: () => `${this.#sessionId}:${++this.#statements}`, clientIp: this.#socket.remoteAddress ?? null, sourceId },
       pii: deps.pipeline.pii,
       defaultPiiMode: deps.config.pii.default_mode,
       maxRows: deps.config.gateway.limits.result_rows,
