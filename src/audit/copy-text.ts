@@ -42,8 +42,18 @@ function escapeTextFrom(s: string, from: number): string {
   return out + s.slice(last);
 }
 
-/** A text field. Most values (ids, paths, fingerprints, normalized SQL) need no escaping: they are scanned once and returned as they are. */
+/**
+ * Strings at least this long are searched with indexOf (native, several characters per step: 4 searches of a
+ * 140-character statement cost a fifth of a charCodeAt loop); shorter ones with the loop, which has no call overhead.
+ */
+const SHORT = 16;
+
+/** A text field. Most values (ids, paths, fingerprints, normalized SQL) need no escaping and are returned as they are. */
 function text(s: string): string {
+  if (s.length >= SHORT) {
+    if (s.indexOf('\\') === -1 && s.indexOf('\t') === -1 && s.indexOf('\n') === -1 && s.indexOf('\r') === -1) return s;
+    return escapeTextFrom(s, 0);
+  }
   for (let i = 0; i < s.length; i++) {
     const c = s.charCodeAt(i);
     // 9..13 covers tab, newline and return in one comparison pair; the slow path leaves 11 and 12 alone.
@@ -86,6 +96,10 @@ function arrayElementFrom(s: string, from: number): string {
 }
 
 function arrayElement(s: string): string {
+  if (s.length >= SHORT) {
+    if (s.indexOf('\\') === -1 && s.indexOf('"') === -1 && s.indexOf('\t') === -1 && s.indexOf('\n') === -1 && s.indexOf('\r') === -1) return s;
+    return arrayElementFrom(s, 0);
+  }
   for (let i = 0; i < s.length; i++) {
     const c = s.charCodeAt(i);
     if (c === Ch.Backslash || c === Ch.Quote || (c <= Ch.Return && c >= Ch.Tab)) return arrayElementFrom(s, i);
