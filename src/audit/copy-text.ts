@@ -147,11 +147,19 @@ export function auditCopyText(entries: readonly AuditEntry[]): string {
   return out;
 }
 
+/** U+FFFD in UTF-8: what encoding turns a lone surrogate into. */
+const REPLACEMENT_CHARACTER = Buffer.from([0xef, 0xbf, 0xbd]);
+
 /**
- * Whether COPY carries this text to PostgreSQL unchanged. A lone surrogate would be replaced by U+FFFD when the string
- * is encoded to UTF-8 (stored altered, where the insert path's JSON escape is refused), and a NUL has no escape in the
- * text format; a batch holding either is left to the insert path, so PostgreSQL judges it exactly as before.
+ * The COPY data of a batch as UTF-8 bytes, or null when COPY cannot carry the batch unchanged: a lone surrogate would
+ * be stored as U+FFFD (where the insert path's JSON escape of it is refused), and a NUL has no escape in the text
+ * format. Such a batch is left to the insert path, so PostgreSQL judges it exactly as before. The checks search the
+ * bytes natively (encoding flattens the string once anyway); the exact surrogate check runs only when a U+FFFD shows.
  */
-export function copyTextIsFaithful(data: string): boolean {
-  return data.isWellFormed() && !data.includes('\0');
+export function auditCopyData(entries: readonly AuditEntry[]): Buffer | null {
+  const text = auditCopyText(entries);
+  const bytes = Buffer.from(text, 'utf8');
+  if (bytes.includes(0)) return null;
+  if (bytes.includes(REPLACEMENT_CHARACTER) && !text.isWellFormed()) return null;
+  return bytes;
 }

@@ -2,7 +2,7 @@
 import { sql } from 'kysely';
 import type { Kysely } from 'kysely';
 import type { CopyIn } from '../store/copy.js';
-import { AUDIT_COPY_STATEMENT, auditCopyText, copyTextIsFaithful } from './copy-text.js';
+import { AUDIT_COPY_STATEMENT, auditCopyData } from './copy-text.js';
 import { AUDIT_FIELDS, type AuditEntry } from './entry.js';
 import { ensurePartitionsFor } from './partitions.js';
 
@@ -51,7 +51,7 @@ export async function insertAuditEntries(db: Kysely<any>, entries: readonly Audi
  * - a unique violation (23505: the batch was stored before, by an attempt that timed out after its commit) sends the
  *   whole batch through insertAuditEntries, whose ON CONFLICT stores just the missing entries;
  * - a month without a partition (23514) creates the partitions and copies once more, as the insert path does;
- * - a batch whose text COPY cannot carry unchanged (copyTextIsFaithful) takes the insert path, so PostgreSQL accepts
+ * - a batch whose text COPY cannot carry unchanged (auditCopyData answers null) takes the insert path, so PostgreSQL accepts
  *   or refuses it exactly as before;
  * - any other error propagates (the writer then spools the batch).
  * `timeoutMs` bounds each COPY: one not answered in time has its connection destroyed (store/copy.ts).
@@ -60,8 +60,8 @@ export async function insertAuditEntries(db: Kysely<any>, entries: readonly Audi
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
 export async function copyAuditEntries(db: Kysely<any>, copyIn: CopyIn, entries: readonly AuditEntry[], timeoutMs: number): Promise<number> {
   if (entries.length === 0) return 0;
-  const data = auditCopyText(entries);
-  if (!copyTextIsFaithful(data)) return insertAuditEntries(db, entries);
+  const data = auditCopyData(entries);
+  if (data === null) return insertAuditEntries(db, entries);
   try {
     return await copyIn(AUDIT_COPY_STATEMENT, data, timeoutMs);
   } catch (error) {

@@ -9,7 +9,7 @@ import { StoreUnavailableError, translateConnectionError } from './errors.js';
  * reports rejects as a query's would (the driver's error, SQLSTATE in `code`); a lost connection, a closed store or
  * a missed deadline rejects with StoreUnavailableError.
  */
-export type CopyIn = (statement: string, data: string, timeoutMs: number) => Promise<number>;
+export type CopyIn = (statement: string, data: Buffer | string, timeoutMs: number) => Promise<number>;
 
 /**
  * A CopyIn over `pool`. The connection is held from checkout to the server's ReadyForQuery. It goes back to the pool

@@ -3,7 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import fc from 'fast-check';
 import { sql } from 'kysely';
 import type { Kysely } from 'kysely';
-import { AUDIT_COPY_STATEMENT, auditCopyText, copyTextIsFaithful } from '../../src/audit/copy-text.js';
+import { AUDIT_COPY_STATEMENT, auditCopyData, auditCopyText } from '../../src/audit/copy-text.js';
 import { AUDIT_CACHE_OUTCOMES, AUDIT_CHANNELS, AUDIT_DECISIONS, AUDIT_FIELDS, assertValidEntry, newAuditId, type AuditEntry } from '../../src/audit/entry.js';
 import { copyAuditEntries, insertAuditEntries } from '../../src/audit/insert.js';
 import { listPartitions, monthStart } from '../../src/audit/partitions.js';
@@ -69,17 +69,20 @@ describe('COPY text encoding', () => {
     expect(at('target')).toBe('{"type":"x","id":"a\\\\\\\\\\\\"b\\\\n"}');
   });
 
-  it('marks text with a lone surrogate or a NUL as not carried faithfully', () => {
-    expect(copyTextIsFaithful(auditCopyText([makeEntry({ path: '/ok/😀' })]))).toBe(true);
-    expect(copyTextIsFaithful(auditCopyText([makeEntry({ path: '/\uD800' })]))).toBe(false);
-    expect(copyTextIsFaithful(auditCopyText([makeEntry({ reasons: ['a\u0000b'] })]))).toBe(false);
+  it('has no COPY data for a batch with a lone surrogate or a NUL (a real U+FFFD is fine)', () => {
+    const fine = [makeEntry({ path: '/ok/😀' })];
+    expect(auditCopyData(fine)?.toString('utf8')).toBe(auditCopyText(fine));
+    expect(auditCopyData([makeEntry({ path: '/replacement/\uFFFD' })])).not.toBeNull();
+    expect(auditCopyData([makeEntry({ path: '/\uD800' })])).toBeNull();
+    expect(auditCopyData([makeEntry({ tables: ['\uDC00x'] })])).toBeNull();
+    expect(auditCopyData([makeEntry({ reasons: ['a\u0000b'] })])).toBeNull();
   });
 });
 
 // ---------------------------------------------------------------------------------------------
 // Differential: COPY and the JSON insert store the same rows, or both refuse the batch
 
-const HOSTILE = ['\\', '\t', '\n', '\r', '\\N', '\\.', '\\\\', '\\t', '"', "'", '{', '}', ',', '', ' ', 'NULL', 'null', '{"a":1}', '[1,2]', '\u0001', '\u007f', '\u000b', '\f', 'é', 'ß', '😀', '👩‍👩‍👧', '\u2028', '\uFEFF', '$1', '%s'];
+const HOSTILE = ['\\', '\t', '\n', '\r', '\\N', '\\.', '\\\\', '\\t', '"', "'", '{', '}', ',', '', ' ', 'NULL', 'null', '{"a":1}', '[1,2]', '\u0001', '\u007f', '\u000b', '\f', 'é', 'ß', '😀', '👩‍👩‍👧', '\u2028', '\uFEFF', '\uFFFD', '$1', '%s'];
 /** Values PostgreSQL refuses in text or jsonb (assertValidEntry accepts them): both paths must refuse the whole batch. */
 const POISON = ['\u0000', '\uD800', '\uDFFF', 'a\uDBFFb'];
 
@@ -167,7 +170,7 @@ describe('COPY against the JSON insert (property)', () => {
         const viaInsert = await outcome(() => insertAuditEntries(db, batch), ids);
         const viaCopy = await outcome(() => copyAuditEntries(db, copyIn, batch, 10_000), ids);
         runs += 1;
-        if (copyTextIsFaithful(auditCopyText(batch))) copied += 1;
+        if (auditCopyData(batch) !== null) copied += 1;
         if (viaInsert.refused) refused += 1;
         expect(viaCopy).toEqual(viaInsert);
         if (viaInsert.refused) expect(viaInsert.rows).toEqual([]);
