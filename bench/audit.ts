@@ -15,6 +15,7 @@ import { auditCopyData } from '../src/audit/copy-text.js';
 import { copyAuditEntries, insertAuditEntries } from '../src/audit/insert.js';
 import { poolCopyIn } from '../src/store/copy.js';
 import { migrateToLatest } from '../src/store/migrate.js';
+import { CLOCK_TICKS, procTicks } from './proc.js';
 import { quantile } from './stats.js';
 
 const PG = { host: process.env.BENCH_PG_HOST ?? '127.0.0.1', port: Number(process.env.BENCH_PG_PORT ?? 5432), user: 'postgres' };
@@ -182,13 +183,17 @@ process.exitCode = failed ? 1 : 0;
 // ---------------------------------------------------------------------------------------------
 // CPU per entry of the two store paths
 
-/** User + system CPU of a local process in µs from /proc/<pid>/stat (clock ticks of 10 ms), or null when not readable. */
-function procCpuUs(pid: number): number | null {
+/** User + system CPU of a local process in µs (/proc/<pid>/stat counts clock ticks of 10 ms). */
+function procCpuUs(pid: number): number {
+  return (procTicks(pid) * 1e6) / CLOCK_TICKS;
+}
+
+/** Whether the server backend is a process of this host, so /proc tells its CPU. */
+function isLocalPostgres(pid: number): boolean {
   try {
-    const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
-    return (Number(fields[11]) + Number(fields[12])) * 10_000;
+    return readFileSync(`/proc/${pid}/cmdline`, 'utf8').includes('postgres');
   } catch {
-    return null;
+    return false;
   }
 }
 
@@ -229,7 +234,7 @@ function encodeCopy(b: AuditEntry[]): Buffer {
  * the server backend's and this process's CPU per entry (the process figure is the whole store call: encoding, driver,
  * socket writes).
  */
-async function storeCpu(path: 'insert' | 'copy', entries: AuditEntry[], batchSize: number, backendPid: number): Promise<{ pg: number | null; js: number }> {
+async function storeCpu(path: 'insert' | 'copy', entries: AuditEntry[], batchSize: number, backendPid: number): Promise<{ pg: number; js: number }> {
   await onePool.query('truncate audit_entries');
   const store = (batch: AuditEntry[]): Promise<number> => (path === 'copy' ? copyAuditEntries(oneDb, oneCopyIn, batch, 30_000) : insertAuditEntries(oneDb, batch));
   const batches: AuditEntry[][] = [];
@@ -238,15 +243,14 @@ async function storeCpu(path: 'insert' | 'copy', entries: AuditEntry[], batchSiz
   const js0 = ownCpuUs();
   for (const batch of batches) await store(batch);
   const js = (ownCpuUs() - js0) / entries.length;
-  const pg1 = procCpuUs(backendPid);
-  return { pg: pg0 === null || pg1 === null ? null : (pg1 - pg0) / entries.length, js };
+  return { pg: (procCpuUs(backendPid) - pg0) / entries.length, js };
 }
 
 /** Prints the CPU section; true when COPY costs less PostgreSQL + gateway CPU per entry than the insert for every kind of entry, in batches of CPU_BATCH. */
 async function cpuPerEntry(): Promise<boolean> {
   const { rows } = await onePool.query<{ pid: number }>('select pg_backend_pid() as pid');
   const backendPid = rows[0]!.pid;
-  const local = procCpuUs(backendPid) !== null && readFileSync(`/proc/${backendPid}/cmdline`, 'utf8').includes('postgres');
+  const local = isLocalPostgres(backendPid);
   console.log(`\nCPU per entry: ${CPU_ROUNDS} alternating rounds per path (median), one connection, table emptied before each`);
   if (!local) console.log('  (PostgreSQL is not a process of this host: backend CPU not measured)');
   let keep = true;
@@ -267,7 +271,7 @@ async function cpuPerEntry(): Promise<boolean> {
         for (const path of round % 2 === 0 ? (['insert', 'copy'] as const) : (['copy', 'insert'] as const)) {
           const r = await storeCpu(path, fresh(count), batchSize, backendPid);
           runs[path].js.push(r.js);
-          if (r.pg !== null) runs[path].pg.push(r.pg);
+          runs[path].pg.push(r.pg);
         }
       }
       const fig = (path: 'insert' | 'copy') => ({ pg: local ? median(runs[path].pg) : 0, js: median(runs[path].js) });
