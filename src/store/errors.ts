@@ -148,6 +148,9 @@ function classify(error: unknown): string | null {
     const byErrno = UNAVAILABLE_ERRNOS[pg.code];
     if (byErrno) return byErrno;
     if (pg.code.startsWith('ERR_TLS') || pg.code.includes('CERT') || pg.code === 'DEPTH_ZERO_SELF_SIGNED_CERT') return 'tls';
+    // Any other error the server reported (it has a severity) is about the statement: its message may quote the
+    // statement's values ("certificate", "SSL"), which must not read as a connection failure below.
+    if ('severity' in pg) return null;
   }
   // Node reports a refused dual-stack connect as an AggregateError of per-address errors.
   if (Array.isArray(pg.errors)) {

@@ -114,6 +114,19 @@ describe('openControlStore (PostgreSQL) on a live database', () => {
     }
   });
 
+  it('a statement error quoting words of connection failures stays a statement error', async () => {
+    const store = await openControlStore(options(database.url));
+    try {
+      for (const word of ['certificate', 'SSL', 'Connection terminated', 'timeout expired']) {
+        const err = await sql`select ${word}::int`.execute(store.db).catch((e: unknown) => e);
+        expect(err).toMatchObject({ code: '22P02' });
+        expect(err).not.toBeInstanceOf(StoreUnavailableError);
+      }
+    } finally {
+      await store.close();
+    }
+  });
+
   it('applies the statement timeout', async () => {
     const store = await openControlStore(options(database.url, { statementTimeoutMs: 100 }));
     try {
