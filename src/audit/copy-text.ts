@@ -1,5 +1,5 @@
 // COPY text-format encoding of audit batches: one line per entry, the columns of AUDIT_FIELDS in order, escaped exactly as PostgreSQL reads them back.
-import { AUDIT_FIELDS, type AuditEntry } from './entry.js';
+import { AUDIT_FIELDS, storableJson, type AuditEntry } from './entry.js';
 
 /**
  * The statement the encoded batch is streamed into: the partitioned parent, every column named, text format
@@ -119,10 +119,13 @@ function intArray(a: readonly number[]): string {
   return a.length === 0 ? '{}' : '{' + a.join(',') + '}';
 }
 
-/** jsonb: the JSON text the insert path would send (JSON.stringify), then text-escaped (its own escapes are backslashes). */
+/**
+ * jsonb: the JSON text the insert path would send (storableJson: JSON.stringify, with NUL and lone surrogates, which
+ * jsonb refuses as escapes, replaced), then text-escaped (its own escapes are backslashes).
+ */
 function jsonOrNull(v: unknown): string {
   if (v === null || v === undefined) return NULL;
-  const json = JSON.stringify(v);
+  const json = storableJson(v);
   return json === undefined ? NULL : text(json);
 }
 

@@ -116,8 +116,13 @@ const CHANNELS: ReadonlySet<unknown> = new Set(AUDIT_CHANNELS);
 const DECISIONS: ReadonlySet<unknown> = new Set(AUDIT_DECISIONS);
 const CACHE_OUTCOMES: ReadonlySet<unknown> = new Set(AUDIT_CACHE_OUTCOMES);
 
-const intOrNull = (v: unknown): boolean => v === null || Number.isSafeInteger(v);
-const count = (v: unknown): boolean => Number.isSafeInteger(v) && (v as number) >= 0;
+/** PostgreSQL `integer` (int4): the columns that hold ids, statuses and counts other than bytes. */
+const INT4_MAX = 2_147_483_647;
+const int4 = (v: unknown): boolean => Number.isInteger(v) && (v as number) >= -INT4_MAX - 1 && (v as number) <= INT4_MAX;
+const intOrNull = (v: unknown): boolean => v === null || int4(v);
+const count = (v: unknown): boolean => int4(v) && (v as number) >= 0;
+/** `bigint` columns (bytes in and out): any non-negative safe integer. */
+const bigCount = (v: unknown): boolean => Number.isSafeInteger(v) && (v as number) >= 0;
 const textOrNull = (v: unknown): boolean => v === null || (typeof v === 'string' && v.length <= TEXT_MAX);
 
 function textArray(v: unknown): boolean {
@@ -128,7 +133,7 @@ function textArray(v: unknown): boolean {
 
 function intArray(v: unknown): boolean {
   if (!Array.isArray(v)) return false;
-  for (const n of v) if (!Number.isSafeInteger(n)) return false;
+  for (const n of v) if (!int4(n)) return false;
   return true;
 }
 
@@ -147,8 +152,8 @@ function invalidField(e: AuditEntry): string | null {
   if (!intOrNull(e.upstream_status)) return 'upstream_status';
   if (!count(e.status)) return 'status';
   if (!count(e.redactions)) return 'redactions';
-  if (!count(e.bytes_in)) return 'bytes_in';
-  if (!count(e.bytes_out)) return 'bytes_out';
+  if (!bigCount(e.bytes_in)) return 'bytes_in';
+  if (!bigCount(e.bytes_out)) return 'bytes_out';
   if (typeof e.duration_ms !== 'number' || !Number.isFinite(e.duration_ms) || e.duration_ms < 0) return 'duration_ms';
   if (!textOrNull(e.source_id)) return 'source_id';
   if (!textOrNull(e.operation)) return 'operation';
@@ -175,6 +180,52 @@ export function assertValidEntry(e: AuditEntry): void {
   if (typeof e !== 'object' || e === null) throw new TypeError('audit entry must be an object');
   const field = invalidField(e);
   if (field !== null) throw new TypeError(`audit entry ${String(e.id)}: invalid ${field}`);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Characters PostgreSQL cannot store
+
+/** U+FFFD, what PostgreSQL itself substitutes for characters it cannot convert. */
+const REPLACEMENT = '\uFFFD';
+/** Nesting kept when copying target/changes values; deeper values are stored as their JSON text. */
+const STORABLE_DEPTH = 32;
+
+function storableString(s: string): string {
+  const wellFormed = s.isWellFormed() ? s : s.toWellFormed();
+  return wellFormed.includes('\0') ? wellFormed.replaceAll('\0', REPLACEMENT) : wellFormed;
+}
+
+function storableValue(v: unknown, depth: number): unknown {
+  if (typeof v === 'string') return storableString(v);
+  if (v === null || typeof v !== 'object') return v;
+  if (depth >= STORABLE_DEPTH) return storableString(JSON.stringify(v) ?? 'null');
+  if (Array.isArray(v)) return v.map((x) => storableValue(x, depth + 1));
+  const out: Record<string, unknown> = {};
+  for (const [k, x] of Object.entries(v)) out[storableString(k)] = storableValue(x, depth + 1);
+  return out;
+}
+
+/**
+ * The entry with every string, in every field and nested value, storable by PostgreSQL: lone surrogates and NUL,
+ * which `text` and `jsonb` refuse, become U+FFFD. Without this, one request whose SQL, path or admin change carried
+ * such a character would fail its whole batch on every attempt and block the spool behind it. Only batches that
+ * were seen to need it pay for the copy (audit/insert.ts).
+ */
+export function storableEntry(e: AuditEntry): AuditEntry {
+  return storableValue(e, 0) as AuditEntry;
+}
+
+/** The escapes JSON.stringify gives a NUL (`\u0000`) or a lone surrogate (`\ud800`–`\udfff`). */
+const UNSTORABLE_JSON_ESCAPE = /\\u(?:0000|d[89a-f])/i;
+
+/**
+ * JSON text PostgreSQL accepts as json/jsonb: JSON.stringify, serialized again with NUL and lone surrogates replaced
+ * only when its text shows their escapes (an escaped backslash before `u` matches too; re-serializing a clean value
+ * changes nothing).
+ */
+export function storableJson(value: unknown): string | undefined {
+  const json = JSON.stringify(value);
+  return json !== undefined && UNSTORABLE_JSON_ESCAPE.test(json) ? JSON.stringify(storableValue(value, 0)) : json;
 }
 
 // ---------------------------------------------------------------------------------------------

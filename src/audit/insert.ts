@@ -3,7 +3,7 @@ import { sql } from 'kysely';
 import type { Kysely } from 'kysely';
 import type { CopyIn } from '../store/copy.js';
 import { AUDIT_COPY_STATEMENT, auditCopyData } from './copy-text.js';
-import { AUDIT_FIELDS, type AuditEntry } from './entry.js';
+import { AUDIT_FIELDS, storableEntry, storableJson, type AuditEntry } from './entry.js';
 import { ensurePartitionsFor } from './partitions.js';
 
 const COLUMNS = sql.raw(AUDIT_FIELDS.join(', '));
@@ -30,9 +30,12 @@ function isUniqueViolation(error: unknown): boolean {
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
 export async function insertAuditEntries(db: Kysely<any>, entries: readonly AuditEntry[]): Promise<number> {
   if (entries.length === 0) return 0;
+  // json_populate_recordset refuses the \u escapes of NUL and lone surrogates for text and jsonb: such a batch is
+  // stored with those characters replaced.
+  const json = storableJson(entries)!;
   const run = async (): Promise<number> => {
     const result = await sql`insert into audit_entries (${COLUMNS})
-      select ${COLUMNS} from json_populate_recordset(null::audit_entries, ${JSON.stringify(entries)}::json)
+      select ${COLUMNS} from json_populate_recordset(null::audit_entries, ${json}::json)
       on conflict (id, ts) do nothing`.execute(db);
     return Number(result.numAffectedRows ?? 0);
   };
@@ -51,8 +54,8 @@ export async function insertAuditEntries(db: Kysely<any>, entries: readonly Audi
  * - a unique violation (23505: the batch was stored before, by an attempt that timed out after its commit) sends the
  *   whole batch through insertAuditEntries, whose ON CONFLICT stores just the missing entries;
  * - a month without a partition (23514) creates the partitions and copies once more, as the insert path does;
- * - a batch whose text COPY cannot carry unchanged (auditCopyData answers null) takes the insert path, so PostgreSQL accepts
- *   or refuses it exactly as before;
+ * - a batch whose text COPY cannot carry unchanged (auditCopyData answers null: a NUL or a lone surrogate) is stored with
+ *   those characters replaced by U+FFFD (storableEntry), as the insert path does;
  * - any other error propagates (the writer then spools the batch).
  * `timeoutMs` bounds each COPY: one not answered in time has its connection destroyed (store/copy.ts).
  * Returns the number of rows newly stored.
@@ -60,8 +63,13 @@ export async function insertAuditEntries(db: Kysely<any>, entries: readonly Audi
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
 export async function copyAuditEntries(db: Kysely<any>, copyIn: CopyIn, entries: readonly AuditEntry[], timeoutMs: number): Promise<number> {
   if (entries.length === 0) return 0;
-  const data = auditCopyData(entries);
-  if (data === null) return insertAuditEntries(db, entries);
+  // A batch COPY cannot carry unchanged holds a NUL or a lone surrogate: it is stored with them replaced.
+  let data = auditCopyData(entries);
+  if (data === null) {
+    entries = entries.map(storableEntry);
+    data = auditCopyData(entries);
+    if (data === null) return insertAuditEntries(db, entries);
+  }
   try {
     return await copyIn(AUDIT_COPY_STATEMENT, data, timeoutMs);
   } catch (error) {
