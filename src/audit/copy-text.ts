@@ -20,22 +20,36 @@ const enum Ch {
 /** COPY's NULL marker (the default NULL string of the text format). */
 const NULL = '\\N';
 
+/** Escape sequences by character code (undefined: the character is taken literally). */
+type Escapes = readonly (string | undefined)[];
+
+function escapes(map: Record<string, string>): Escapes {
+  const table: (string | undefined)[] = [];
+  for (const [ch, seq] of Object.entries(map)) table[ch.charCodeAt(0)] = seq;
+  return table;
+}
+
 /**
- * The escaping slow path from index `from` on: backslash, tab, newline and carriage return become backslash
- * sequences. Every other character, control characters included, is taken literally by COPY and needs none.
+ * A text field: backslash, tab, newline and carriage return become backslash sequences. Every other character,
+ * control characters included, is taken literally by COPY and needs none.
  */
-function escapeTextFrom(s: string, from: number): string {
+const TEXT_ESCAPES = escapes({ '\\': '\\\\', '\t': '\\t', '\n': '\\n', '\r': '\\r' });
+
+/**
+ * One element of a text[] literal, written inside double quotes (so empty strings, `NULL`, braces, commas and
+ * whitespace need no further thought): the array literal escapes `"` and `\` with a backslash, then COPY escapes
+ * that backslash and the control characters once more.
+ * @see https://www.postgresql.org/docs/current/arrays.html#ARRAYS-IO
+ */
+const ARRAY_ELEMENT_ESCAPES = escapes({ '\\': '\\\\\\\\', '"': '\\\\"', '\t': '\\t', '\n': '\\n', '\r': '\\r' });
+
+/** The escaping slow path from index `from` on (the characters before it need none). */
+function escapeFrom(s: string, from: number, table: Escapes): string {
   let out = s.slice(0, from);
   let last = from;
   for (let i = from; i < s.length; i++) {
-    let seq: string;
-    switch (s.charCodeAt(i)) {
-      case Ch.Backslash: seq = '\\\\'; break;
-      case Ch.Tab: seq = '\\t'; break;
-      case Ch.Newline: seq = '\\n'; break;
-      case Ch.Return: seq = '\\r'; break;
-      default: continue;
-    }
+    const seq = table[s.charCodeAt(i)];
+    if (seq === undefined) continue;
     out += s.slice(last, i) + seq;
     last = i + 1;
   }
@@ -52,12 +66,12 @@ const SHORT = 16;
 function text(s: string): string {
   if (s.length >= SHORT) {
     if (s.indexOf('\\') === -1 && s.indexOf('\t') === -1 && s.indexOf('\n') === -1 && s.indexOf('\r') === -1) return s;
-    return escapeTextFrom(s, 0);
+    return escapeFrom(s, 0, TEXT_ESCAPES);
   }
   for (let i = 0; i < s.length; i++) {
     const c = s.charCodeAt(i);
     // 9..13 covers tab, newline and return in one comparison pair; the slow path leaves 11 and 12 alone.
-    if (c === Ch.Backslash || (c <= Ch.Return && c >= Ch.Tab)) return escapeTextFrom(s, i);
+    if (c === Ch.Backslash || (c <= Ch.Return && c >= Ch.Tab)) return escapeFrom(s, i, TEXT_ESCAPES);
   }
   return s;
 }
@@ -70,39 +84,14 @@ function intOrNull(n: number | null): string {
   return n === null || n === undefined ? NULL : String(n);
 }
 
-/**
- * One element of a text[] literal, written inside double quotes (so empty strings, `NULL`, braces, commas and
- * whitespace need no further thought): the array literal escapes `"` and `\` with a backslash, then COPY escapes
- * that backslash and the control characters once more.
- * @see https://www.postgresql.org/docs/current/arrays.html#ARRAYS-IO
- */
-function arrayElementFrom(s: string, from: number): string {
-  let out = s.slice(0, from);
-  let last = from;
-  for (let i = from; i < s.length; i++) {
-    let seq: string;
-    switch (s.charCodeAt(i)) {
-      case Ch.Backslash: seq = '\\\\\\\\'; break;
-      case Ch.Quote: seq = '\\\\"'; break;
-      case Ch.Tab: seq = '\\t'; break;
-      case Ch.Newline: seq = '\\n'; break;
-      case Ch.Return: seq = '\\r'; break;
-      default: continue;
-    }
-    out += s.slice(last, i) + seq;
-    last = i + 1;
-  }
-  return out + s.slice(last);
-}
-
 function arrayElement(s: string): string {
   if (s.length >= SHORT) {
     if (s.indexOf('\\') === -1 && s.indexOf('"') === -1 && s.indexOf('\t') === -1 && s.indexOf('\n') === -1 && s.indexOf('\r') === -1) return s;
-    return arrayElementFrom(s, 0);
+    return escapeFrom(s, 0, ARRAY_ELEMENT_ESCAPES);
   }
   for (let i = 0; i < s.length; i++) {
     const c = s.charCodeAt(i);
-    if (c === Ch.Backslash || c === Ch.Quote || (c <= Ch.Return && c >= Ch.Tab)) return arrayElementFrom(s, i);
+    if (c === Ch.Backslash || c === Ch.Quote || (c <= Ch.Return && c >= Ch.Tab)) return escapeFrom(s, i, ARRAY_ELEMENT_ESCAPES);
   }
   return s;
 }
