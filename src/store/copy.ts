@@ -31,9 +31,10 @@ export function poolCopyIn(pool: pg.Pool, target: string): CopyIn {
         settled = true;
         clearTimeout(timer);
         if (client) {
-          // release(true) ends the client, and pg ends a client with an active query by destroying its socket.
+          // release(true) ends the client, and pg ends a client with an active query by destroying its socket. A
+          // destroyed client keeps the listener: its socket may still report the end after this.
           client.release(destroy ? true : undefined);
-          client.removeListener('error', onClientError);
+          if (!destroy) client.removeListener('error', onClientError);
         }
         if (error === null) resolve(rows);
         else reject(error as Error);
