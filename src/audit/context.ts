@@ -1,6 +1,6 @@
 // The per-request audit emitter: the request owns one AuditContext and it emits exactly one canonical entry (spec §6.4).
 import { performance } from 'node:perf_hooks';
-import { newAuditId, type AuditChannel, type AuditEntry, type AuditFields } from './entry.js';
+import { isoTimestamp, newAuditId, type AuditChannel, type AuditEntry, type AuditFields } from './entry.js';
 import type { AuditPort } from './port.js';
 
 /** pino-compatible subset. */
@@ -67,7 +67,7 @@ export class AuditContext {
     this.#port = port;
     this.#logger = logger;
     this.id = newAuditId(nowMs);
-    this.ts = new Date(nowMs).toISOString();
+    this.ts = isoTimestamp(nowMs);
     this.#fields = newEntry(this.id, this.ts, init);
     if (init.duration_ms !== undefined) this.#durationSet = true;
   }
