@@ -1,6 +1,6 @@
 // The per-request audit emitter: the request owns one AuditContext and it emits exactly one canonical entry (spec §6.4).
 import { performance } from 'node:perf_hooks';
-import { isoTimestamp, newAuditId, type AuditChannel, type AuditEntry, type AuditFields } from './entry.js';
+import { AUDIT_ARRAY_MAX, boundedAuditText, isoTimestamp, newAuditId, type AuditChannel, type AuditEntry, type AuditFields } from './entry.js';
 import type { AuditPort } from './port.js';
 
 /** pino-compatible subset. */
@@ -91,8 +91,10 @@ export class AuditContext {
     return this;
   }
 
+  /** Appends a reason, up to what an entry holds (the first reasons are the ones that decided). */
   addReason(reason: string): this {
-    return this.set({ reasons: [...this.#fields.reasons, reason] });
+    if (this.#fields.reasons.length >= AUDIT_ARRAY_MAX) return this;
+    return this.set({ reasons: [...this.#fields.reasons, boundedAuditText(reason)!] });
   }
 
   /** Throws GatehouseError('audit_unavailable') when this request's entry could not be recorded now. */
@@ -125,7 +127,14 @@ export class AuditContext {
     entry.duration_ms = this.#duration();
     entry.id = this.id;
     entry.ts = this.ts;
-    this.#ended = this.#port.write(entry);
+    try {
+      this.#ended = this.#port.write(entry);
+    } catch (err) {
+      // The writer refuses an invalid entry synchronously (a bug in what built it). Callers chain on the promise, so
+      // the refusal travels there: a throw here would escape their error handling (the wire relay's, for one).
+      this.#logger.error({ audit_id: this.id, request_id: entry.request_id, err: String(err) }, 'audit entry refused by the writer (bug)');
+      this.#ended = Promise.reject(err as Error);
+    }
     return this.#ended;
   }
 

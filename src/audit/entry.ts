@@ -146,7 +146,11 @@ export function isoTimestamp(nowMs: number): string {
 
 const UUID_RE = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
 const TS_RE = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/;
-const TEXT_MAX = 16_384;
+/** The longest text an entry field holds; longer statement texts are cut to it (boundedAuditText). */
+export const AUDIT_TEXT_MAX = 16_384;
+const TEXT_MAX = AUDIT_TEXT_MAX;
+/** The most elements an entry's text arrays (tables, reasons) hold. */
+export const AUDIT_ARRAY_MAX = 1_000;
 
 // Checked on every write (a measurable share of the wire listener's per-statement CPU): the field lists and
 // vocabularies are built once here, not per call.
@@ -164,7 +168,7 @@ const bigCount = (v: unknown): boolean => Number.isSafeInteger(v) && (v as numbe
 const textOrNull = (v: unknown): boolean => v === null || (typeof v === 'string' && v.length <= TEXT_MAX);
 
 function textArray(v: unknown): boolean {
-  if (!Array.isArray(v) || v.length > 1_000) return false;
+  if (!Array.isArray(v) || v.length > AUDIT_ARRAY_MAX) return false;
   for (const s of v) if (typeof s !== 'string' || s.length > TEXT_MAX) return false;
   return true;
 }
@@ -173,6 +177,16 @@ function intArray(v: unknown): boolean {
   if (!Array.isArray(v)) return false;
   for (const n of v) if (!int4(n)) return false;
   return true;
+}
+
+/**
+ * Request-derived text cut to what an entry holds: a statement may be up to `gateway.limits.sql_bytes` long, and a
+ * normalized text past AUDIT_TEXT_MAX would otherwise fail the entry's validation and with it the request. The cut
+ * ends in `…`; the fingerprint still identifies the whole statement.
+ */
+export function boundedAuditText(s: string | null): string | null {
+  if (s === null || s.length <= AUDIT_TEXT_MAX) return s;
+  return `${s.slice(0, AUDIT_TEXT_MAX - 1).toWellFormed()}…`;
 }
 
 /** The seconds (`YYYY-MM-DDTHH:MM:SS.`) of the last timestamp found valid: later ones of that second need only the pattern. */

@@ -6,6 +6,7 @@ import { approvalVerdict, assessRisk } from '../governance/risk.js';
 import { checkProxyPath, placeUnderBase } from '../gateway/proxy/path.js';
 import type { GovernedRequest, PipelineDeps, Stage } from './context.js';
 import { isWriteOperation } from './context.js';
+import { AUDIT_ARRAY_MAX, boundedAuditText } from '../audit/entry.js';
 
 const HTTP_METHODS = new Set(['GET', 'POST', 'PUT', 'PATCH', 'DELETE']);
 
@@ -214,8 +215,8 @@ export function auditFieldsOf(req: GovernedRequest): Record<string, unknown> {
     method: req.action.kind === 'http' ? req.action.method : null,
     path: req.httpTarget?.path ?? null,
     sql_fingerprint: req.sql?.fingerprint ?? null,
-    sql_normalized: req.sql?.normalized ?? null,
-    tables: [...(req.tables ?? [])],
+    sql_normalized: boundedAuditText(req.sql?.normalized ?? null),
+    tables: (req.tables ?? []).slice(0, AUDIT_ARRAY_MAX),
     policy_ids: d ? d.matched_policies.map((p) => p.id) : [],
     approval_id: req.approval?.id ?? req.preApproved?.approvalId ?? null,
   };

@@ -3,7 +3,9 @@ import { describe, expect, it } from 'vitest';
 import { Auditor, CLIENT_CLOSED_STATUS } from '../../src/audit/context.js';
 import { MemoryAuditSink } from '../../src/audit/port.js';
 import { assertValidEntry, auditChanges, newAuditId, sanitizeChanges } from '../../src/audit/entry.js';
-import { recordingLogger } from './support.js';
+import { AuditWriter } from '../../src/audit/writer.js';
+import { withMigratedStore } from '../support/pg.js';
+import { auditConfig, recordingLogger, tempSpoolDir } from './support.js';
 
 describe('AuditContext', () => {
   it('emits exactly one entry; a second end is a logged no-op; set after end is refused', async () => {
@@ -53,6 +55,25 @@ describe('AuditContext', () => {
       expect(() => assertValidEntry({ ...audit.snapshot(), [field]: value }), field).toThrow(new RegExp(`invalid ${field}$`));
     }
     expect(() => assertValidEntry(audit.snapshot())).not.toThrow();
+  });
+
+  it('an entry the writer refuses ends in a rejected promise and a logged error, never a throw from end()', async () => {
+    const migrated = await withMigratedStore({ poolMax: 1 });
+    const spool = await tempSpoolDir();
+    const writer = new AuditWriter({ db: migrated.store.db, config: auditConfig({ durability_mode: 'buffered', spool: { dir: spool.dir } }), logger: recordingLogger() });
+    try {
+      const logger = recordingLogger();
+      const audit = new Auditor({ port: writer, logger }).begin({ channel: 'pgwire', request_id: 'r4' });
+      let ended: Promise<void> | undefined;
+      expect(() => (ended = audit.end({ status: 2 ** 31 }))).not.toThrow();
+      await expect(ended).rejects.toThrow(/invalid status/);
+      expect(logger.records.some((r) => r.level === 'error' && r.msg === 'audit entry refused by the writer (bug)')).toBe(true);
+      expect(writer.stats()).toMatchObject({ written: 0 });
+    } finally {
+      await writer.close();
+      await spool.remove();
+      await migrated.cleanup();
+    }
   });
 });
 

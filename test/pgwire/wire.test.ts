@@ -177,6 +177,22 @@ describe('node-postgres (extended protocol)', () => {
   });
 });
 
+test('a statement longer than an audit field holds runs and is audited with its normalized text cut', async () => {
+  const c = await ww.client('wire-reader', reader.key);
+  const marker = `long_${Date.now()}`;
+  // 4,000 constants: the normalized text ($1, $2, …) is about 30,000 characters, past the entry's 16,384.
+  const list = Array.from({ length: 4000 }, (_, i) => `'value-${i}'`).join(', ');
+  const res = await c.query(`select id as ${marker} from customers where name in (${list})`);
+  await c.end();
+  expect(res.rows).toEqual([]);
+  const entries = (await wireAudit(ww)).filter((e) => String(e.sql_normalized ?? '').includes(marker));
+  expect(entries).toHaveLength(1);
+  expect(entries[0]).toMatchObject({ identity_id: reader.id, decision: 'allow', status: 200 });
+  expect(String(entries[0]!.sql_normalized)).toHaveLength(16_384);
+  expect(String(entries[0]!.sql_normalized).endsWith('…')).toBe(true);
+  expect(entries[0]!.sql_fingerprint).toBeTruthy();
+});
+
 test('one audit entry per statement', async () => {
   const c = await ww.client('wire-reader', reader.key);
   const marker = `audit_${Date.now()}`;
