@@ -193,6 +193,21 @@ test('a statement longer than an audit field holds runs and is audited with its 
   expect(entries[0]!.sql_fingerprint).toBeTruthy();
 });
 
+test('a statement naming a 20,000-character table is refused by PostgreSQL and audited under the 63-byte name, the session intact', async () => {
+  const c = await ww.client('wire-reader', reader.key);
+  const name = `t${'x'.repeat(20_000)}`;
+  const err = await sqlError(c.query(`select 1 from "${name}"`));
+  // PostgreSQL truncates the identifier to 63 bytes and finds no such table.
+  expect(err.code).toBe('42P01');
+  expect((await c.query('select 1 as still_here')).rows).toEqual([{ still_here: 1 }]);
+  await c.end();
+  const entries = (await wireAudit(ww)).filter((e) => Array.isArray(e.tables) && (e.tables as string[]).some((t) => t.startsWith('public.txxxx')));
+  expect(entries).toHaveLength(1);
+  expect(entries[0]).toMatchObject({ identity_id: reader.id, reasons: ['upstream sqlstate 42P01'], error_code: 'upstream_sql_error' });
+  // Identifiers are cut to PostgreSQL's 63 bytes, as the server itself reads them.
+  expect(entries[0]!.tables).toEqual([`public.${name.slice(0, 63)}`]);
+});
+
 test('one audit entry per statement', async () => {
   const c = await ww.client('wire-reader', reader.key);
   const marker = `audit_${Date.now()}`;
