@@ -37,7 +37,12 @@ export const validateInput: Stage = {
 };
 
 /** Traps refused outright on every SQL front door, whatever the grants: they would change what later statements mean or who runs them. */
-const SESSION_ESCAPE_TRAPS: ReadonlySet<string> = new Set(['role_change', 'search_path_change']);
+const SESSION_ESCAPE_TRAPS: ReadonlyMap<string, string> = new Map([
+  ['role_change', 'Changing the session role or authorization is not allowed through the gateway.'],
+  ['search_path_change', 'Changing search_path is not allowed through the gateway.'],
+  // The gateway governs statements as UTF8 text; PostgreSQL must read the same bytes the same way.
+  ['encoding_change', 'Changing client_encoding is not allowed through the gateway: it speaks UTF8 only.'],
+]);
 
 /** Step 1b (SQL): statements that could escape governance for the rest of the session (issue 8 item 2). */
 export const refuseSessionEscapes: Stage = {
@@ -46,7 +51,7 @@ export const refuseSessionEscapes: Stage = {
     const trap = req.sql?.traps.find((t) => SESSION_ESCAPE_TRAPS.has(t));
     if (trap === undefined) return;
     req.audit.addReason(`${trap} refused`);
-    throw new GatehouseError('forbidden', trap === 'role_change' ? 'Changing the session role or authorization is not allowed through the gateway.' : 'Changing search_path is not allowed through the gateway.');
+    throw new GatehouseError('forbidden', SESSION_ESCAPE_TRAPS.get(trap));
   },
 };
 
@@ -209,7 +214,8 @@ export const preparationStages: readonly Stage[] = [validateInput, refuseSession
 export function auditFieldsOf(req: GovernedRequest): Record<string, unknown> {
   const d = req.policyDecision;
   return {
-    identity_id: req.identity?.id ?? null,
+    // The wire and MCP authenticate the session before any statement: a refusal by an earlier stage is still theirs.
+    identity_id: req.identity?.id ?? (req.credential.kind === 'authenticated' ? req.credential.identity.id : null),
     source_id: req.source?.source_id ?? req.sourceId,
     operation: req.operation ?? null,
     method: req.action.kind === 'http' ? req.action.method : null,

@@ -174,16 +174,26 @@ describe('revocation messages', () => {
     ['rev-number', '[42]'],
     ['rev-string', '"0123"'],
   ])('a message it cannot read drops every identity state (%s)', async (name, message) => {
-    const agent = await ww.world.agent(name, [{ source_id: ww.sourceId, role_key: 'reader' }]);
-    const c = await onReplica(name, agent.key);
-    try {
-      expect(await refusal(c)).toBeNull();
-      await disableSilently(agent.id);
-      expect(await refusal(c)).toBeNull();
-      await publish(message);
-      expect(await refusal(c)).toBe('28000');
-    } finally {
-      await c.end().catch(() => undefined);
+    // Only within the refresher's one second does a refusal prove the message did it; a machine slow enough to cross
+    // that second before the check makes the round inconclusive, and it is run again with a fresh agent.
+    for (let round = 0; ; round++) {
+      const agent = await ww.world.agent(`${name}-${round}`, [{ source_id: ww.sourceId, role_key: 'reader' }]);
+      // Before the login: the identity state is read no earlier than this.
+      const cached = performance.now();
+      const c = await onReplica(`${name}-${round}`, agent.key);
+      try {
+        expect(await refusal(c)).toBeNull();
+        await disableSilently(agent.id);
+        const before = await refusal(c);
+        await publish(message);
+        const after = await refusal(c);
+        if (performance.now() - cached > 900 && round < 4) continue;
+        expect(before).toBeNull();
+        expect(after).toBe('28000');
+        return;
+      } finally {
+        await c.end().catch(() => undefined);
+      }
     }
   });
 });

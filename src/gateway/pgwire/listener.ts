@@ -33,6 +33,7 @@ import {
 } from './protocol.js';
 import { SCRAM_MECHANISM, ScramFailure, ScramServer, decoyVerifier } from './scram.js';
 import { IdentityRefresher, errorFieldsOf } from './decide.js';
+import { isUtf8EncodingName } from '../../governance/sql/functions.js';
 import { WireRelay } from './relay.js';
 
 export interface WireListenerDeps {
@@ -46,8 +47,23 @@ export interface WireListenerDeps {
   revocations: KeyRevocationFeed | null;
 }
 
-/** Client startup parameters applied to the upstream session; anything else (notably `options`) is ignored. */
-const FORWARDED_STARTUP = ['application_name', 'client_encoding', 'DateStyle', 'TimeZone', 'IntervalStyle', 'extra_float_digits'];
+/**
+ * Client startup parameters applied to the upstream session; anything else (notably `options`) is ignored.
+ * client_encoding is not among them: every session is set to UTF8 (UPSTREAM_ENCODING), the encoding the gateway
+ * reads statements in, and a client asking for another is refused (clientEncodingProblem).
+ */
+const FORWARDED_STARTUP = ['application_name', 'DateStyle', 'TimeZone', 'IntervalStyle', 'extra_float_digits'];
+const UPSTREAM_ENCODING = `SET client_encoding = 'UTF8'`;
+
+/**
+ * Why a startup client_encoding cannot be served, or null. UTF8 is what the gateway reads; SQL_ASCII (libpq's choice in
+ * a C locale) means "no conversion", which for a UTF8 server is UTF8 too. Any other encoding would have PostgreSQL read
+ * the bytes differently from the gateway: a BIG5, GBK, SJIS or similar character can end in the byte of a backslash.
+ */
+function clientEncodingProblem(value: string | undefined): string | null {
+  if (value === undefined || isUtf8EncodingName(value) || value.toLowerCase().replace(/[^a-z0-9]/g, '') === 'sqlascii') return null;
+  return `client_encoding ${JSON.stringify(value.slice(0, 64))} is not supported: the gateway speaks UTF8 only (set PGCLIENTENCODING=UTF8)`;
+}
 const MAX_QUEUED_FRAMES = 256;
 
 type State = 'startup' | 'sasl_initial' | 'sasl_continue' | 'password' | 'connecting' | 'ready' | 'closed';
@@ -232,6 +248,8 @@ class WireConnection {
     }
     this.#user = packet.params.user ?? '';
     if (!this.#user) return this.#fatal({ sqlstate: '28000', message: 'no user name in the startup packet' });
+    const encodingProblem = clientEncodingProblem(packet.params.client_encoding);
+    if (encodingProblem !== null) return this.#fatal({ sqlstate: '22023', message: encodingProblem });
     // Cleartext only inside TLS (the operator's choice, for drivers without SCRAM); a plaintext connection always gets SCRAM.
     const cleartext = this.#encrypted && this.ctx.deps.config.gateway.pg_tls.cleartext_password;
     this.#state = cleartext ? 'password' : 'sasl_initial';
@@ -333,7 +351,8 @@ class WireConnection {
       this.#upstream = await deps.pools.acquire(source);
       if (identity.mapped_pg_role) await this.#upstream.simple(`SET ROLE ${quoteIdent(identity.mapped_pg_role)}`);
       const sets = FORWARDED_STARTUP.filter((k) => typeof this.#params[k] === 'string' && this.#params[k]!.length <= 256).map((k) => `SET ${quoteIdent(k)} = ${quoteLiteral(this.#params[k]!)}`);
-      if (sets.length > 0) await this.#upstream.simple(sets.join('; '));
+      // Set on every session, whatever a pooled connection's history: the gateway reads statements as UTF8.
+      await this.#upstream.simple([UPSTREAM_ENCODING, ...sets].join('; '));
     } catch (err) {
       if (this.#upstream) await deps.pools.release(this.#upstream).catch(() => undefined);
       this.#upstream = null;

@@ -5,6 +5,7 @@ import type { PiiMode, PiiScanner } from '../../governance/pii/index.js';
 import type { GovernedRequest } from '../../pipeline/context.js';
 import { isWriteOperation } from '../../pipeline/context.js';
 import { guardedParse } from '../../governance/sql/parser.js';
+import { isUtf8EncodingName } from '../../governance/sql/functions.js';
 import type { SqlClassifier } from '../../governance/sql/index.js';
 import type { UpstreamConnection } from '../../connectors/postgres-exec.js';
 import {
@@ -78,6 +79,20 @@ interface Portal {
   description?: Buffer;
 }
 
+/**
+ * A ParameterStatus saying client_encoding is no longer UTF8. The gateway reads every statement as UTF8; under another
+ * client encoding PostgreSQL would read the same bytes as different SQL (a BIG5 or GBK character can end in the byte
+ * of a backslash, hiding a quote from the gateway). Statements that change it are refused (trap encoding_change);
+ * this catches a change made some other way (a function that calls set_config itself) and ends the session at once,
+ * closing the upstream connection; only statements the client had already pipelined behind that call could run.
+ */
+function leavesUtf8(body: Buffer): boolean {
+  const nameEnd = body.indexOf(0);
+  if (nameEnd === -1 || body.toString('latin1', 0, nameEnd).toLowerCase() !== 'client_encoding') return false;
+  const valueEnd = body.indexOf(0, nameEnd + 1);
+  return !isUtf8EncodingName(body.toString('latin1', nameEnd + 1, valueEnd === -1 ? body.length : valueEnd));
+}
+
 type Pending =
   /** `cut`: the gateway answered one of the query's statements with an error, so the client expects nothing more of it but ReadyForQuery. */
   | { kind: 'query'; runs: StatementRun[]; index: number; localError: Buffer | null; cut?: boolean }
@@ -139,6 +154,18 @@ export class WireRelay {
   }
 
   /** Ends the audit entries of statements that never finished (the client went away). */
+  /**
+   * Ends the client's session with a FATAL error after what it was already owed; the upstream connection is closed,
+   * never reused. What waits on a barrier is dropped: the session ends with the error instead.
+   */
+  #endSession(message: string, sqlstate = '08P01'): void {
+    if (!this.#closed) this.#flush(true);
+    if (!this.#closed) this.client.write(errorResponse({ severity: 'FATAL', sqlstate, message }));
+    this.abandon();
+    this.upstream.destroy();
+    this.client.end();
+  }
+
   abandon(): void {
     this.#closed = true;
     for (const p of this.#pending) {
@@ -447,13 +474,10 @@ export class WireRelay {
   #onUpstream(type: number, raw: Buffer, body: Buffer): void {
     switch (type) {
       case 0:
-        // What waits on a barrier is dropped: the session ends with the error instead.
-        if (!this.#closed) this.#flush(true);
-        if (!this.#closed) this.client.write(errorResponse({ severity: 'FATAL', sqlstate: '08006', message: 'the upstream connection was lost' }));
-        this.abandon();
-        this.client.end();
-        return;
+        return this.#endSession('the upstream connection was lost', '08006');
       case Backend.ParameterStatus:
+        if (leavesUtf8(body)) return this.#endSession('the session client_encoding changed away from UTF8; the gateway speaks UTF8 only');
+        return this.#send(raw);
       case Backend.NotificationResponse:
         return this.#send(raw);
       case Backend.NoticeResponse:

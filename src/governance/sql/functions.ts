@@ -126,3 +126,9 @@ export class SettingRules {
     return this.guarded.has(n) || n.includes('.');
   }
 }
+
+/** Whether an encoding name is UTF8 as PostgreSQL spells names (pg_char_to_encoding: case and non-alphanumerics ignored). */
+export function isUtf8EncodingName(name: string): boolean {
+  const n = name.toLowerCase().replace(/[^a-z0-9]/g, '');
+  return n === 'utf8' || n === 'unicode';
+}

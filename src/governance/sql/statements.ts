@@ -1,5 +1,5 @@
 // Statement class of one parsed statement: its kind, operation and traps, from the root node type plus the walker's facts.
-import type { SettingRules } from './functions.js';
+import { isUtf8EncodingName, type SettingRules } from './functions.js';
 import { strongerOperation } from './types.js';
 import type { Operation, StatementKind, TrapCode } from './types.js';
 import type { StatementFacts } from './walk.js';
@@ -205,6 +205,7 @@ export class StatementClassifier {
     if (facts.writeFunction) escalate(d, 'write', 'side_effect_function');
     if (facts.adminFunction) escalate(d, 'admin', 'side_effect_function');
     if (facts.dynamicSql) escalate(d, 'admin', 'dynamic_sql');
+    for (const trap of facts.settingTraps) escalate(d, 'admin', trap);
     return d;
   }
 
@@ -321,6 +322,14 @@ export class StatementClassifier {
     const lower = name.toLowerCase();
     if (lower === 'role' || lower === 'session_authorization') return { kind, operation: 'admin', traps: ['role_change'] };
     if (lower === 'search_path') return { kind, operation: 'admin', traps: ['search_path_change'] };
+    // The gateway reads statements as UTF8: under another client encoding PostgreSQL would read the same bytes as other
+    // text (a BIG5 or GBK character can end in the byte of a backslash). Only a SET to UTF8 itself is harmless.
+    if (lower === 'client_encoding') {
+      const args = Array.isArray(body.args) ? (body.args as unknown[]) : [];
+      const value = args[0];
+      const encoding = varKind === 'VAR_SET_VALUE' && args.length === 1 && isObj(value) && isObj(value.A_Const) && isObj(value.A_Const.sval) ? String(value.A_Const.sval.sval ?? '') : null;
+      return encoding !== null && isUtf8EncodingName(encoding) ? { kind, operation: 'read', traps: [] } : { kind, operation: 'admin', traps: ['encoding_change'] };
+    }
     if (this.settings.isGuarded(lower)) return { kind, operation: 'admin', traps: ['guarded_setting'] };
     return { kind, operation: 'read', traps: [] };
   }

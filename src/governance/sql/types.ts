@@ -29,6 +29,7 @@ export const TRAP_CODES = [
   'explain_analyze_write',
   'role_change',
   'search_path_change',
+  'encoding_change',
   'guarded_setting',
   'read_write_transaction',
   'transaction_control',

@@ -1,5 +1,6 @@
 // Iterative walk of one parsed statement: every table (through CTE scopes), columns, functions, and the facts the traps need.
-import type { FunctionRules } from './functions.js';
+import { isUtf8EncodingName, type FunctionRules } from './functions.js';
+import type { TrapCode } from './types.js';
 
 type Json = Record<string, unknown>;
 
@@ -33,6 +34,11 @@ export interface StatementFacts {
   adminFunction: boolean;
   /** A called function runs SQL text the walker cannot see (→ admin). */
   dynamicSql: boolean;
+  /**
+   * What calls of set_config may change that SET is refused for: the role (role_change), search_path
+   * (search_path_change), client_encoding to anything but UTF8 (encoding_change); a name that is not a constant may be any.
+   */
+  readonly settingTraps: Set<TrapCode>;
   /** INSERT/UPDATE/DELETE/MERGE nodes anywhere in the tree, the root included. */
   dmlCount: number;
   /** FOR UPDATE / FOR SHARE (any strength) anywhere. */
@@ -81,6 +87,30 @@ function stringNode(v: unknown): string | null {
   return isObj(v) && isObj(v.String) ? str(v.String.sval) ?? '' : null;
 }
 
+/** A string constant (`'x'`, or a cast of one), or null for any other expression. */
+function constantText(v: unknown): string | null {
+  if (!isObj(v)) return null;
+  if (isObj(v.A_Const)) return isObj(v.A_Const.sval) ? str(v.A_Const.sval.sval) : null;
+  if (isObj(v.TypeCast)) return constantText(v.TypeCast.arg);
+  return null;
+}
+
+/**
+ * The session escapes a `set_config(name, value, local)` call may make, as SET would: the role or session
+ * authorization, search_path, or client_encoding to anything but UTF8. A name or value the walker cannot read as a
+ * constant may be any of them.
+ */
+function setConfigTraps(call: Json): TrapCode[] {
+  const [name, value] = asArray(call.args);
+  const setting = constantText(name)?.trim().toLowerCase() ?? null;
+  const encoding = constantText(value);
+  const traps: TrapCode[] = [];
+  if (setting === null || setting === 'role' || setting === 'session_authorization') traps.push('role_change');
+  if (setting === null || setting === 'search_path') traps.push('search_path_change');
+  if ((setting === null || setting === 'client_encoding') && (encoding === null || !isUtf8EncodingName(encoding))) traps.push('encoding_change');
+  return traps;
+}
+
 function aliasName(body: Json): string | null {
   return isObj(body.alias) ? str(body.alias.aliasname) : null;
 }
@@ -93,7 +123,7 @@ export function walkStatement(stmt: unknown, ctx: WalkContext): StatementFacts |
 class Walker {
   private readonly facts: StatementFacts = {
     tables: new Set(), columns: new Set(), functions: new Set(),
-    writeFunction: false, adminFunction: false, dynamicSql: false, dmlCount: 0, locking: false, selectInto: false,
+    writeFunction: false, adminFunction: false, dynamicSql: false, settingTraps: new Set(), dmlCount: 0, locking: false, selectInto: false,
   };
   // Three parallel stacks instead of one object per frame: the walk allocates nothing per node.
   private readonly nodes: unknown[] = [];
@@ -271,7 +301,9 @@ class Walker {
     }
     if (parts.length === 0) return;
     this.facts.functions.add(parts.join('.'));
-    const effect = this.ctx.functions.effectOf(parts[parts.length - 1] as string);
+    const name = parts[parts.length - 1] as string;
+    if (name.toLowerCase() === 'set_config') for (const trap of setConfigTraps(body)) this.facts.settingTraps.add(trap);
+    const effect = this.ctx.functions.effectOf(name);
     if (effect === 'write') this.facts.writeFunction = true;
     else if (effect === 'admin') this.facts.adminFunction = true;
     else if (effect === 'dynamic_sql') this.facts.dynamicSql = true;

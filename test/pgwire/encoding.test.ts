@@ -1,0 +1,104 @@
+// The wire listener speaks UTF8 only: a client encoding under which PostgreSQL would read a statement's bytes differently from the gateway (BIG5, GBK, SJIS: a character can end in the byte of a backslash and hide a quote) is refused at startup, by statement, and, if a function changes it, by ending the session.
+import { execFile } from 'node:child_process';
+import { afterAll, beforeAll, describe, expect, test } from 'vitest';
+import { startWireWorld, wireAudit, type WireWorld } from './fixture.js';
+
+let ww: WireWorld;
+let reader: { id: number; key: string };
+
+beforeAll(async () => {
+  ww = await startWireWorld({
+    setupSql: `create table customers (id int primary key, name text);
+      insert into customers values (1, 'Ada');
+      create function sneaky_encoding() returns text language sql as $$ select set_config('client_encoding', 'BIG5', false) $$;`,
+  });
+  reader = await ww.world.agent('enc-reader', [{ source_id: ww.sourceId, role_key: 'reader' }]);
+}, 60_000);
+afterAll(async () => ww?.stop());
+
+// psycopg2 encodes the statement in the connection's client encoding: U+4E48 is A4 5C in BIG5, U+4E57 is 81 5C in
+// GBK, U+4E88 is 97 5C in SJIS. Read as UTF8, the gateway sees E'<U+FFFD>\'; …' — one string literal, a harmless
+// SELECT; read in BIG5, PostgreSQL sees E'<char>' and then an INSERT.
+const SMUGGLE = `
+import sys, psycopg2
+try:
+    conn = psycopg2.connect(host='127.0.0.1', port=int(sys.argv[1]), user='enc-reader', password=sys.argv[2], dbname=sys.argv[3], sslmode='disable', client_encoding=sys.argv[4])
+    conn.autocommit = True
+    cur = conn.cursor()
+    cur.execute("select E'" + chr(int(sys.argv[5], 16)) + "'; insert into customers(id, name) select 999, current_user; -- '")
+    print('EXECUTED')
+except Exception as e:
+    print('ERROR', getattr(e, 'pgcode', None), str(e).strip().splitlines()[0])
+`;
+
+function smuggle(encoding: string, codepoint: string): Promise<string> {
+  return new Promise((resolve) =>
+    execFile('/usr/bin/python3', ['-c', SMUGGLE, String(ww.port), reader.key, ww.sourceId, encoding, codepoint], { timeout: 30_000 }, (_err, stdout, stderr) => resolve(`${stdout}${stderr}`.trim())),
+  );
+}
+
+const smuggledRows = () => ww.direct(async (c) => (await c.query<{ n: number }>('select count(*)::int as n from customers where id = 999')).rows[0]!.n);
+
+async function sqlError(p: Promise<unknown>): Promise<{ code?: string; message: string }> {
+  try {
+    await p;
+  } catch (err) {
+    return err as { code?: string; message: string };
+  }
+  throw new Error('expected an error');
+}
+
+describe('client encodings', () => {
+  test('a startup client_encoding other than UTF8 is refused (22023), so a BIG5/GBK/SJIS smuggle never reaches PostgreSQL', async () => {
+    for (const [encoding, codepoint] of [['BIG5', '4e48'], ['GBK', '4e57'], ['SJIS', '4e88'], ['LATIN1', 'e9']] as const) {
+      const out = await smuggle(encoding, codepoint);
+      expect(out, encoding).toMatch(/speaks UTF8 only/);
+    }
+    expect(await smuggledRows()).toBe(0);
+  });
+
+  test('UTF8 and SQL_ASCII clients connect, and the same statement is governed as the INSERT it contains', async () => {
+    for (const encoding of ['UTF8', 'SQL_ASCII', 'utf-8']) {
+      const out = await smuggle(encoding, '4e48');
+      expect(out, encoding).toMatch(/^ERROR 42501/);
+    }
+    expect(await smuggledRows()).toBe(0);
+  });
+
+  test('statements that change client_encoding are refused; SET to UTF8 itself is harmless and allowed', async () => {
+    const c = await ww.client('enc-reader', reader.key);
+    try {
+      for (const sql of [`set client_encoding to 'BIG5'`, `set names 'GBK'`, `set local client_encoding = sjis`, `reset client_encoding`, `select set_config('client_encoding', 'BIG5', false)`, `select set_config('CLIENT_ENCODING', 'big5', true)`]) {
+        const err = await sqlError(c.query(sql));
+        expect(err.code, sql).toBe('42501');
+        expect(err.message, sql).toBe('Changing client_encoding is not allowed through the gateway: it speaks UTF8 only.');
+      }
+      // A setting named by an expression may be any setting: refused as every session escape it could be.
+      const dynamic = await sqlError(c.query(`select set_config(current_setting('application_name'), 'BIG5', false)`));
+      expect(dynamic.code).toBe('42501');
+      expect(dynamic.message).toMatch(/is not allowed through the gateway/);
+      await c.query(`set client_encoding to 'UTF8'`);
+      expect((await c.query('show client_encoding')).rows).toEqual([{ client_encoding: 'UTF8' }]);
+    } finally {
+      await c.end();
+    }
+    // Each refusal is audited and attributed to the session's identity, although it came before the role check.
+    const refused = (await wireAudit(ww)).filter((e) => e.identity_id === reader.id && (e.reasons as string[]).includes('encoding_change refused'));
+    expect(refused).toHaveLength(6);
+    for (const e of refused) expect(e).toMatchObject({ decision: 'deny', status: 403 });
+  });
+
+  test('a function that switches the encoding ends the session, and its upstream connection is not reused', async () => {
+    const c = await ww.client('enc-reader', reader.key);
+    c.on('error', () => undefined);
+    const err = await sqlError(c.query('select sneaky_encoding()'));
+    expect(err.message).toMatch(/client_encoding changed away from UTF8/);
+    await c.end().catch(() => undefined);
+    // The next sessions start in UTF8, whatever connection the pool gives them.
+    for (let i = 0; i < 3; i++) {
+      const next = await ww.client('enc-reader', reader.key);
+      expect((await next.query('show client_encoding')).rows).toEqual([{ client_encoding: 'UTF8' }]);
+      await next.end();
+    }
+  });
+});
