@@ -9,6 +9,7 @@ import type { SecretRefResult } from '../config/secrets.js';
 import type { Logger } from '../observability/logger.js';
 import { postgresConfigSchema, sanitizePgError, type PostgresConfig } from './postgres.js';
 import { resolveCredential } from './credentials.js';
+import { isUtf8EncodingName } from '../governance/sql/functions.js';
 import {
   Backend,
   FrameReader,
@@ -88,6 +89,14 @@ export class UpstreamConnection {
       this.destroy();
     }
     this.#chunkEnd?.();
+  }
+
+  /**
+   * Whether the session still reads statements as UTF8, the encoding the gateway governs them in. Under another
+   * client encoding (BIG5, GBK, SJIS …) PostgreSQL could read the same bytes as different SQL.
+   */
+  get speaksUtf8(): boolean {
+    return isUtf8EncodingName(this.params.get('client_encoding') ?? 'UTF8');
   }
 
   /**

@@ -242,3 +242,18 @@ describe('audit', () => {
     expect(entries[3]).toMatchObject({ status: 403, error_code: 'forbidden' });
   });
 });
+
+describe('client encoding', () => {
+  test('a query whose function switches client_encoding leaves no upstream connection behind in that encoding', async () => {
+    await mw.direct(`create or replace function sneaky_encoding() returns text language sql as $$ select set_config('client_encoding', 'BIG5', false) $$`);
+    const client = await mw.connect(reader.key);
+    expect((await call(client, 'query', { source_id: PG_SOURCE, sql: 'select sneaky_encoding()' })).isError).toBe(false);
+    // Every later query, on whatever pooled connection, is read by PostgreSQL as the UTF8 the gateway governed: a
+    // released connection is reset with DISCARD ALL, which restores the session's UTF8.
+    for (let i = 0; i < 4; i++) {
+      const r = await call(client, 'query', { source_id: PG_SOURCE, sql: 'show client_encoding' });
+      expect(r.isError).toBe(false);
+      expect(r.s.rows).toEqual([['UTF8']]);
+    }
+  });
+});

@@ -5,7 +5,6 @@ import type { PiiMode, PiiScanner } from '../../governance/pii/index.js';
 import type { GovernedRequest } from '../../pipeline/context.js';
 import { isWriteOperation } from '../../pipeline/context.js';
 import { guardedParse } from '../../governance/sql/parser.js';
-import { isUtf8EncodingName } from '../../governance/sql/functions.js';
 import type { SqlClassifier } from '../../governance/sql/index.js';
 import type { UpstreamConnection } from '../../connectors/postgres-exec.js';
 import {
@@ -77,20 +76,6 @@ interface Portal {
   described: boolean;
   /** The upstream's RowDescription of the portal, kept to plan redaction of its rows. */
   description?: Buffer;
-}
-
-/**
- * A ParameterStatus saying client_encoding is no longer UTF8. The gateway reads every statement as UTF8; under another
- * client encoding PostgreSQL would read the same bytes as different SQL (a BIG5 or GBK character can end in the byte
- * of a backslash, hiding a quote from the gateway). Statements that change it are refused (trap encoding_change);
- * this catches a change made some other way (a function that calls set_config itself) and ends the session at once,
- * closing the upstream connection; only statements the client had already pipelined behind that call could run.
- */
-function leavesUtf8(body: Buffer): boolean {
-  const nameEnd = body.indexOf(0);
-  if (nameEnd === -1 || body.toString('latin1', 0, nameEnd).toLowerCase() !== 'client_encoding') return false;
-  const valueEnd = body.indexOf(0, nameEnd + 1);
-  return !isUtf8EncodingName(body.toString('latin1', nameEnd + 1, valueEnd === -1 ? body.length : valueEnd));
 }
 
 type Pending =
@@ -476,7 +461,10 @@ export class WireRelay {
       case 0:
         return this.#endSession('the upstream connection was lost', '08006');
       case Backend.ParameterStatus:
-        if (leavesUtf8(body)) return this.#endSession('the session client_encoding changed away from UTF8; the gateway speaks UTF8 only');
+        // Statements that change client_encoding are refused (trap encoding_change); a function calling set_config itself
+        // is caught here, and the session ends before the client can send another statement under that encoding (only
+        // statements it had already pipelined behind the call could run). The connection is not reused either.
+        if (!this.upstream.speaksUtf8) return this.#endSession('the session client_encoding changed away from UTF8; the gateway speaks UTF8 only');
         return this.#send(raw);
       case Backend.NotificationResponse:
         return this.#send(raw);
