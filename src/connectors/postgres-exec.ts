@@ -10,6 +10,9 @@ import type { Logger } from '../observability/logger.js';
 import { postgresConfigSchema, sanitizePgError, type PostgresConfig } from './postgres.js';
 import { resolveCredential } from './credentials.js';
 import { isUtf8EncodingName } from '../governance/sql/functions.js';
+
+/** The syntax settings every upstream session starts with (and returns to on RESET), as the gateway's parser reads SQL. */
+const GOVERNED_SYNTAX_OPTIONS = '-c client_encoding=UTF8 -c standard_conforming_strings=on';
 import {
   Backend,
   FrameReader,
@@ -92,11 +95,13 @@ export class UpstreamConnection {
   }
 
   /**
-   * Whether the session still reads statements as UTF8, the encoding the gateway governs them in. Under another
-   * client encoding (BIG5, GBK, SJIS …) PostgreSQL could read the same bytes as different SQL.
+   * Whether PostgreSQL still reads statements on this session the way the gateway governed them: as UTF8, with
+   * standard conforming strings. Under BIG5, GBK or SJIS a character can end in the byte of a backslash, and with
+   * standard_conforming_strings off `'a\''` ends where the gateway's parser sees `''` continue it: either way
+   * PostgreSQL would run SQL the gateway read as part of a string literal.
    */
-  get speaksUtf8(): boolean {
-    return isUtf8EncodingName(this.params.get('client_encoding') ?? 'UTF8');
+  get parsesAsGoverned(): boolean {
+    return isUtf8EncodingName(this.params.get('client_encoding') ?? '') && this.params.get('standard_conforming_strings') === 'on';
   }
 
   /**
@@ -268,6 +273,8 @@ export class UpstreamPools {
         conn.setHandler(null);
         if (conn.transactionStatus !== 0x49) await conn.simple('ROLLBACK');
         await conn.simple('DISCARD ALL');
+        // DISCARD ALL restores the startup settings; a connection whose session still reads SQL otherwise is closed.
+        reusable = conn.parsesAsGoverned;
       } catch {
         reusable = false;
       }
@@ -313,6 +320,9 @@ export class UpstreamPools {
       connectionTimeoutMillis: Math.min(config.connect_timeout_ms, this.deps.connectTimeoutMs),
       statement_timeout: config.statement_timeout_ms,
       application_name: 'gatehouse',
+      // Session defaults from the startup packet outrank role and database defaults, and RESET / DISCARD ALL restore
+      // them: PostgreSQL keeps reading statements the way the gateway governed them (see parsesAsGoverned).
+      options: GOVERNED_SYNTAX_OPTIONS,
     });
     client.on('error', () => undefined);
     const connection = (client as unknown as { connection: { stream: net.Socket; on(e: string, f: (m: { parameterName: string; parameterValue: string }) => void): void } }).connection;
@@ -332,7 +342,14 @@ export class UpstreamPools {
     // Take the socket over from pg: its parser stops, ours starts. Nothing is in flight after ReadyForQuery.
     stream.removeAllListeners('data');
     const c = client as unknown as { processID: number; secretKey: number };
-    return new UpstreamConnection(sourceId, stream, c.processID, c.secretKey, { host: address, port: config.port }, params, sanitizer(config, cred.value, address), this.deps.maxMessageBytes);
+    const conn = new UpstreamConnection(sourceId, stream, c.processID, c.secretKey, { host: address, port: config.port }, params, sanitizer(config, cred.value, address), this.deps.maxMessageBytes);
+    if (!conn.parsesAsGoverned) {
+      // The startup options were overridden somehow: a session that reads SQL differently is never used.
+      conn.destroy();
+      this.deps.log.error({ source_id: sourceId }, 'upstream session does not read SQL as UTF8 with standard conforming strings; refused');
+      throw new GatehouseError('unavailable', 'The source database session could not be set up.');
+    }
+    return conn;
   }
 
   async close(): Promise<void> {

@@ -42,6 +42,7 @@ const SESSION_ESCAPE_TRAPS: ReadonlyMap<string, string> = new Map([
   ['search_path_change', 'Changing search_path is not allowed through the gateway.'],
   // The gateway governs statements as UTF8 text; PostgreSQL must read the same bytes the same way.
   ['encoding_change', 'Changing client_encoding is not allowed through the gateway: it speaks UTF8 only.'],
+  ['string_syntax_change', 'Turning standard_conforming_strings off is not allowed through the gateway.'],
 ]);
 
 /** Step 1b (SQL): statements that could escape governance for the rest of the session (issue 8 item 2). */

@@ -1,4 +1,4 @@
-// The wire listener speaks UTF8 only: a client encoding under which PostgreSQL would read a statement's bytes differently from the gateway (BIG5, GBK, SJIS: a character can end in the byte of a backslash and hide a quote) is refused at startup, by statement, and, if a function changes it, by ending the session.
+// PostgreSQL must read every statement the way the gateway governed it: UTF8 only (in BIG5, GBK or SJIS a character can end in the byte of a backslash and hide a quote) and standard conforming strings (off, 'a\'' ends where the gateway reads '' continuing it). Other settings are refused at startup, by statement and, if a function changes them, by ending the session.
 import { execFile } from 'node:child_process';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { startWireWorld, wireAudit, type WireWorld } from './fixture.js';
@@ -10,7 +10,8 @@ beforeAll(async () => {
   ww = await startWireWorld({
     setupSql: `create table customers (id int primary key, name text);
       insert into customers values (1, 'Ada');
-      create function sneaky_encoding() returns text language sql as $$ select set_config('client_encoding', 'BIG5', false) $$;`,
+      create function sneaky_encoding() returns text language sql as $$ select set_config('client_encoding', 'BIG5', false) $$;
+      create function sneaky_strings() returns text language sql as $$ select set_config('standard_conforming_strings', 'off', false) $$;`,
   });
   reader = await ww.world.agent('enc-reader', [{ source_id: ww.sourceId, role_key: 'reader' }]);
 }, 60_000);
@@ -88,11 +89,61 @@ describe('client encodings', () => {
     for (const e of refused) expect(e).toMatchObject({ decision: 'deny', status: 403 });
   });
 
+  test('standard_conforming_strings stays on: turning it off is refused, so the backslash-quote smuggle stays the one string literal the gateway read', async () => {
+    const c = await ww.client('enc-reader', reader.key);
+    try {
+      for (const sql of [`set standard_conforming_strings = off`, `set standard_conforming_strings to false`, `set standard_conforming_strings to default`, `reset standard_conforming_strings`, `select set_config('standard_conforming_strings', 'off', false)`]) {
+        const err = await sqlError(c.query(sql));
+        expect(err.code, sql).toBe('42501');
+        expect(err.message, sql).toBe('Turning standard_conforming_strings off is not allowed through the gateway.');
+      }
+      await c.query(`set standard_conforming_strings = on`);
+      // With the setting off, PostgreSQL would read 'a\'' as the literal a' and run the INSERT; on, it reads the one
+      // literal the gateway read and governed: a SELECT of a string.
+      const smuggled = await c.query(`select 'a\\''; insert into customers(id, name) select 998, current_user; -- ' as literal`);
+      expect(smuggled.rows).toEqual([{ literal: `a\\'; insert into customers(id, name) select 998, current_user; -- ` }]);
+      expect((await c.query('show standard_conforming_strings')).rows).toEqual([{ standard_conforming_strings: 'on' }]);
+    } finally {
+      await c.end();
+    }
+    expect(await ww.direct(async (d) => (await d.query<{ n: number }>('select count(*)::int as n from customers where id = 998')).rows[0]!.n)).toBe(0);
+  });
+
+  test('a database default cannot change how upstream sessions read statements: the gateway starts them UTF8 with standard conforming strings', async () => {
+    await ww.direct((d) => d.query(`alter database "${ww.upstream.name}" set standard_conforming_strings = off`));
+    await ww.direct((d) => d.query(`alter database "${ww.upstream.name}" set client_encoding = 'BIG5'`));
+    try {
+      // Enough sessions at once that some need new upstream connections, which start with the database defaults.
+      const clients = await Promise.all(Array.from({ length: 4 }, () => ww.client('enc-reader', reader.key)));
+      try {
+        for (const c of clients) {
+          expect((await c.query('show standard_conforming_strings')).rows).toEqual([{ standard_conforming_strings: 'on' }]);
+          expect((await c.query('show client_encoding')).rows).toEqual([{ client_encoding: 'UTF8' }]);
+        }
+      } finally {
+        await Promise.all(clients.map((c) => c.end()));
+      }
+    } finally {
+      await ww.direct((d) => d.query(`alter database "${ww.upstream.name}" reset all`));
+    }
+  });
+
+  test('a function that turns standard_conforming_strings off ends the session', async () => {
+    const c = await ww.client('enc-reader', reader.key);
+    c.on('error', () => undefined);
+    const err = await sqlError(c.query('select sneaky_strings()'));
+    expect(err.message).toMatch(/left UTF8 or standard_conforming_strings/);
+    await c.end().catch(() => undefined);
+    const next = await ww.client('enc-reader', reader.key);
+    expect((await next.query('show standard_conforming_strings')).rows).toEqual([{ standard_conforming_strings: 'on' }]);
+    await next.end();
+  });
+
   test('a function that switches the encoding ends the session, and its upstream connection is not reused', async () => {
     const c = await ww.client('enc-reader', reader.key);
     c.on('error', () => undefined);
     const err = await sqlError(c.query('select sneaky_encoding()'));
-    expect(err.message).toMatch(/client_encoding changed away from UTF8/);
+    expect(err.message).toMatch(/left UTF8 or standard_conforming_strings/);
     await c.end().catch(() => undefined);
     // The next sessions start in UTF8, whatever connection the pool gives them.
     for (let i = 0; i < 3; i++) {

@@ -49,11 +49,10 @@ export interface WireListenerDeps {
 
 /**
  * Client startup parameters applied to the upstream session; anything else (notably `options`) is ignored.
- * client_encoding is not among them: every session is set to UTF8 (UPSTREAM_ENCODING), the encoding the gateway
- * reads statements in, and a client asking for another is refused (clientEncodingProblem).
+ * client_encoding is not among them: upstream sessions are UTF8, the encoding the gateway reads statements in
+ * (connectors/postgres-exec.ts), and a client asking for another is refused (clientEncodingProblem).
  */
 const FORWARDED_STARTUP = ['application_name', 'DateStyle', 'TimeZone', 'IntervalStyle', 'extra_float_digits'];
-const UPSTREAM_ENCODING = `SET client_encoding = 'UTF8'`;
 
 /**
  * Why a startup client_encoding cannot be served, or null. UTF8 is what the gateway reads; SQL_ASCII (libpq's choice in
@@ -351,8 +350,7 @@ class WireConnection {
       this.#upstream = await deps.pools.acquire(source);
       if (identity.mapped_pg_role) await this.#upstream.simple(`SET ROLE ${quoteIdent(identity.mapped_pg_role)}`);
       const sets = FORWARDED_STARTUP.filter((k) => typeof this.#params[k] === 'string' && this.#params[k]!.length <= 256).map((k) => `SET ${quoteIdent(k)} = ${quoteLiteral(this.#params[k]!)}`);
-      // Set on every session, whatever a pooled connection's history: the gateway reads statements as UTF8.
-      await this.#upstream.simple([UPSTREAM_ENCODING, ...sets].join('; '));
+      if (sets.length > 0) await this.#upstream.simple(sets.join('; '));
     } catch (err) {
       if (this.#upstream) await deps.pools.release(this.#upstream).catch(() => undefined);
       this.#upstream = null;

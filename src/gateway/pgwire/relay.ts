@@ -461,10 +461,12 @@ export class WireRelay {
       case 0:
         return this.#endSession('the upstream connection was lost', '08006');
       case Backend.ParameterStatus:
-        // Statements that change client_encoding are refused (trap encoding_change); a function calling set_config itself
-        // is caught here, and the session ends before the client can send another statement under that encoding (only
-        // statements it had already pipelined behind the call could run). The connection is not reused either.
-        if (!this.upstream.speaksUtf8) return this.#endSession('the session client_encoding changed away from UTF8; the gateway speaks UTF8 only');
+        // Statements that change client_encoding or standard_conforming_strings are refused (traps encoding_change,
+        // string_syntax_change); a function calling set_config itself is caught here, and the session ends before the
+        // client can send another statement (only statements it had already pipelined behind the call could run).
+        if (!this.upstream.parsesAsGoverned) {
+          return this.#endSession('the session left UTF8 or standard_conforming_strings; the gateway reads statements only that way');
+        }
         return this.#send(raw);
       case Backend.NotificationResponse:
         return this.#send(raw);

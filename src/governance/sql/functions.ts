@@ -132,3 +132,9 @@ export function isUtf8EncodingName(name: string): boolean {
   const n = name.toLowerCase().replace(/[^a-z0-9]/g, '');
   return n === 'utf8' || n === 'unicode';
 }
+
+/** Whether a setting value turns a boolean on, as PostgreSQL reads booleans (parse_bool: on, true, yes, 1 and prefixes). */
+export function isOnValue(value: string): boolean {
+  const v = value.trim().toLowerCase();
+  return v === 'on' || v === '1' || (v.length > 0 && ('true'.startsWith(v) || 'yes'.startsWith(v)));
+}

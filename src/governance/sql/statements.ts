@@ -1,5 +1,5 @@
 // Statement class of one parsed statement: its kind, operation and traps, from the root node type plus the walker's facts.
-import { isUtf8EncodingName, type SettingRules } from './functions.js';
+import { isOnValue, isUtf8EncodingName, type SettingRules } from './functions.js';
 import { strongerOperation } from './types.js';
 import type { Operation, StatementKind, TrapCode } from './types.js';
 import type { StatementFacts } from './walk.js';
@@ -146,6 +146,14 @@ function root(node: unknown): { type: string; body: Json } | null {
   const type = keys[0];
   if (keys.length !== 1 || type === undefined || !isObj(node[type])) return null;
   return { type, body: node[type] };
+}
+
+/** The one constant a `SET name = value` gives (a string, or a keyword such as on/off), or null for anything else. */
+function setValue(varKind: string, args: unknown): string | null {
+  const list = Array.isArray(args) ? (args as unknown[]) : [];
+  const value = list[0];
+  if (varKind !== 'VAR_SET_VALUE' || list.length !== 1 || !isObj(value) || !isObj(value.A_Const) || !isObj(value.A_Const.sval)) return null;
+  return String(value.A_Const.sval.sval ?? '');
 }
 
 function escalate(d: Draft, op: Operation, trap?: TrapCode): void {
@@ -325,10 +333,13 @@ export class StatementClassifier {
     // The gateway reads statements as UTF8: under another client encoding PostgreSQL would read the same bytes as other
     // text (a BIG5 or GBK character can end in the byte of a backslash). Only a SET to UTF8 itself is harmless.
     if (lower === 'client_encoding') {
-      const args = Array.isArray(body.args) ? (body.args as unknown[]) : [];
-      const value = args[0];
-      const encoding = varKind === 'VAR_SET_VALUE' && args.length === 1 && isObj(value) && isObj(value.A_Const) && isObj(value.A_Const.sval) ? String(value.A_Const.sval.sval ?? '') : null;
+      const encoding = setValue(varKind, body.args);
       return encoding !== null && isUtf8EncodingName(encoding) ? { kind, operation: 'read', traps: [] } : { kind, operation: 'admin', traps: ['encoding_change'] };
+    }
+    // Off, PostgreSQL reads a backslash before a quote in '…' as an escape, where the gateway's parser reads it as text.
+    if (lower === 'standard_conforming_strings') {
+      const value = setValue(varKind, body.args);
+      return value !== null && isOnValue(value) ? { kind, operation: 'read', traps: [] } : { kind, operation: 'admin', traps: ['string_syntax_change'] };
     }
     if (this.settings.isGuarded(lower)) return { kind, operation: 'admin', traps: ['guarded_setting'] };
     return { kind, operation: 'read', traps: [] };

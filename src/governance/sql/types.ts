@@ -30,6 +30,7 @@ export const TRAP_CODES = [
   'role_change',
   'search_path_change',
   'encoding_change',
+  'string_syntax_change',
   'guarded_setting',
   'read_write_transaction',
   'transaction_control',

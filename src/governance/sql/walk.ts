@@ -1,5 +1,5 @@
 // Iterative walk of one parsed statement: every table (through CTE scopes), columns, functions, and the facts the traps need.
-import { isUtf8EncodingName, type FunctionRules } from './functions.js';
+import { isOnValue, isUtf8EncodingName, type FunctionRules } from './functions.js';
 import type { TrapCode } from './types.js';
 
 type Json = Record<string, unknown>;
@@ -36,7 +36,8 @@ export interface StatementFacts {
   dynamicSql: boolean;
   /**
    * What calls of set_config may change that SET is refused for: the role (role_change), search_path
-   * (search_path_change), client_encoding to anything but UTF8 (encoding_change); a name that is not a constant may be any.
+   * (search_path_change), client_encoding to anything but UTF8 (encoding_change), standard_conforming_strings off
+   * (string_syntax_change); a name that is not a constant may be any.
    */
   readonly settingTraps: Set<TrapCode>;
   /** INSERT/UPDATE/DELETE/MERGE nodes anywhere in the tree, the root included. */
@@ -97,17 +98,18 @@ function constantText(v: unknown): string | null {
 
 /**
  * The session escapes a `set_config(name, value, local)` call may make, as SET would: the role or session
- * authorization, search_path, or client_encoding to anything but UTF8. A name or value the walker cannot read as a
- * constant may be any of them.
+ * authorization, search_path, client_encoding to anything but UTF8, standard_conforming_strings off. A name or value
+ * the walker cannot read as a constant may be any of them.
  */
 function setConfigTraps(call: Json): TrapCode[] {
   const [name, value] = asArray(call.args);
   const setting = constantText(name)?.trim().toLowerCase() ?? null;
-  const encoding = constantText(value);
+  const encoding = constantText(value); // the value, read as an encoding or a boolean by the setting it is for
   const traps: TrapCode[] = [];
   if (setting === null || setting === 'role' || setting === 'session_authorization') traps.push('role_change');
   if (setting === null || setting === 'search_path') traps.push('search_path_change');
   if ((setting === null || setting === 'client_encoding') && (encoding === null || !isUtf8EncodingName(encoding))) traps.push('encoding_change');
+  if ((setting === null || setting === 'standard_conforming_strings') && (encoding === null || !isOnValue(encoding))) traps.push('string_syntax_change');
   return traps;
 }
 
