@@ -10,9 +10,14 @@ import type { Logger } from '../observability/logger.js';
 import { postgresConfigSchema, sanitizePgError, type PostgresConfig } from './postgres.js';
 import { resolveCredential } from './credentials.js';
 import { isUtf8EncodingName } from '../governance/sql/functions.js';
+import { DEFAULT_SCHEMA } from '../governance/sql/types.js';
 
-/** The syntax settings every upstream session starts with (and returns to on RESET), as the gateway's parser reads SQL. */
-const GOVERNED_SYNTAX_OPTIONS = '-c client_encoding=UTF8 -c standard_conforming_strings=on';
+/**
+ * The settings every upstream session starts with (and returns to on RESET), so PostgreSQL reads each statement as
+ * the gateway governed it: UTF8, standard conforming strings, and unqualified names in the schema the classifier
+ * resolves them in (PostgreSQL's default "$user", public would look first in a schema named after the role).
+ */
+const GOVERNED_SYNTAX_OPTIONS = `-c client_encoding=UTF8 -c standard_conforming_strings=on -c search_path=${DEFAULT_SCHEMA}`;
 import {
   Backend,
   FrameReader,

@@ -128,6 +128,28 @@ describe('client encodings', () => {
     }
   });
 
+  test('unqualified names resolve in public, where the gateway governs them, whatever the database search_path', async () => {
+    // A schema shadowing customers, first on the database's search_path (and a schema named after a role would be
+    // first on PostgreSQL's default "$user", public).
+    await ww.direct(async (d) => {
+      await d.query(`create schema if not exists shadow; create table if not exists shadow.customers (id int, name text); insert into shadow.customers values (42, 'shadowed')`);
+      await d.query(`alter database "${ww.upstream.name}" set search_path = shadow, public`);
+    });
+    try {
+      const clients = await Promise.all(Array.from({ length: 4 }, () => ww.client('enc-reader', reader.key)));
+      try {
+        for (const c of clients) {
+          expect((await c.query('show search_path')).rows).toEqual([{ search_path: 'public' }]);
+          expect((await c.query('select name from customers where id = 1')).rows).toEqual([{ name: 'Ada' }]);
+        }
+      } finally {
+        await Promise.all(clients.map((c) => c.end()));
+      }
+    } finally {
+      await ww.direct((d) => d.query(`alter database "${ww.upstream.name}" reset all`));
+    }
+  });
+
   test('a function that turns standard_conforming_strings off ends the session', async () => {
     const c = await ww.client('enc-reader', reader.key);
     c.on('error', () => undefined);

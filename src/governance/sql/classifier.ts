@@ -6,7 +6,7 @@ import {
 } from './functions.js';
 import { fingerprintAndNormalize, guardedParse, initSqlParser, sqlParserReady, SqlParserNotReadyError } from './parser.js';
 import { StatementClassifier } from './statements.js';
-import { OPERATION_RANK } from './types.js';
+import { DEFAULT_SCHEMA, OPERATION_RANK } from './types.js';
 import type {
   Operation, SqlClassification, SqlClassified, SqlClassifierOptions, SqlErrorCode, SqlRejected, StatementInfo, TrapCode,
 } from './types.js';
@@ -15,7 +15,7 @@ import type { WalkContext } from './walk.js';
 
 const MIB = 1024 * 1024;
 const DEFAULTS = Object.freeze({
-  defaultSchema: 'public',
+  defaultSchema: DEFAULT_SCHEMA,
   cacheSize: 10_000,
   cacheMaxTextLength: 16 * 1024,
   maxLength: MIB,

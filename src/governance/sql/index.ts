@@ -5,7 +5,7 @@ export {
   DEFAULT_ADMIN_FUNCTIONS, DEFAULT_DYNAMIC_SQL_FUNCTIONS, DEFAULT_GUARDED_SETTINGS, DEFAULT_SIDE_EFFECT_FUNCTIONS,
   DEFAULT_WRITE_FUNCTIONS,
 } from './functions.js';
-export { OPERATION_RANK, strongerOperation, TRAP_CODES } from './types.js';
+export { DEFAULT_SCHEMA, OPERATION_RANK, strongerOperation, TRAP_CODES } from './types.js';
 export type {
   Operation, SqlClassification, SqlClassified, SqlClassifierOptions, SqlErrorCode, SqlRejected, StatementInfo, StatementKind,
   TrapCode,

@@ -130,3 +130,9 @@ export interface SqlClassifierOptions {
   /** Deepest accepted parse tree, counted in parse nodes. Default 200. */
   readonly maxDepth?: number;
 }
+
+/**
+ * The schema unqualified table names resolve in. Upstream sessions are started with it as their search_path
+ * (connectors/postgres-exec.ts), so PostgreSQL resolves names where the classifier does.
+ */
+export const DEFAULT_SCHEMA = 'public';
