@@ -1,7 +1,7 @@
 // PostgreSQL must read every statement the way the gateway governed it: UTF8 only (in BIG5, GBK or SJIS a character can end in the byte of a backslash and hide a quote) and standard conforming strings (off, 'a\'' ends where the gateway reads '' continuing it). Other settings are refused at startup, by statement and, if a function changes them, by ending the session.
 import { execFile } from 'node:child_process';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
-import { startWireWorld, wireAudit, type WireWorld } from './fixture.js';
+import { startWireWorld, wireAudit, sqlError, type WireWorld } from './fixture.js';
 
 let ww: WireWorld;
 let reader: { id: number; key: string };
@@ -40,14 +40,6 @@ function smuggle(encoding: string, codepoint: string): Promise<string> {
 
 const smuggledRows = () => ww.direct(async (c) => (await c.query<{ n: number }>('select count(*)::int as n from customers where id = 999')).rows[0]!.n);
 
-async function sqlError(p: Promise<unknown>): Promise<{ code?: string; message: string }> {
-  try {
-    await p;
-  } catch (err) {
-    return err as { code?: string; message: string };
-  }
-  throw new Error('expected an error');
-}
 
 describe('client encodings', () => {
   test('a startup client_encoding other than UTF8 is refused (22023), so a BIG5/GBK/SJIS smuggle never reaches PostgreSQL', async () => {

@@ -94,3 +94,13 @@ export async function wireAudit(ww: WireWorld): Promise<Array<Record<string, unk
     }
   });
 }
+
+/** The error a client call rejected with (its SQLSTATE in `code`); fails the test when the call succeeded. */
+export async function sqlError(p: Promise<unknown>): Promise<{ code?: string; message: string; detail?: string; hint?: string }> {
+  try {
+    await p;
+  } catch (err) {
+    return err as { code?: string; message: string; detail?: string; hint?: string };
+  }
+  throw new Error('expected an error');
+}

@@ -8,7 +8,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import tls from 'node:tls';
 import pg from 'pg';
-import { startWireWorld, wireAudit, type WireWorld } from './fixture.js';
+import { startWireWorld, wireAudit, sqlError, type WireWorld } from './fixture.js';
 
 const SSL_REQUEST = Buffer.from([0, 0, 0, 8, 0x04, 0xd2, 0x16, 0x2f]);
 const PROTOCOL_V3 = 196608;
@@ -25,14 +25,6 @@ beforeAll(() => {
 });
 afterAll(() => rmSync(certDir, { recursive: true, force: true }));
 
-async function sqlError(p: Promise<unknown>): Promise<{ code?: string; message: string }> {
-  try {
-    await p;
-  } catch (err) {
-    return err as { code?: string; message: string };
-  }
-  throw new Error('expected an error');
-}
 
 /** A startup packet (protocol 3.0) with the given parameters. */
 function startupPacket(params: Record<string, string>): Buffer {

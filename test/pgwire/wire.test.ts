@@ -1,21 +1,13 @@
 // The wire listener with real clients (psql, node-postgres) against a real PostgreSQL source: login, refusals with their SQLSTATEs, traps, approvals, redaction, cancel and audit.
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import pg from 'pg';
-import { startWireWorld, wireAudit, type WireWorld } from './fixture.js';
+import { startWireWorld, wireAudit, sqlError, type WireWorld } from './fixture.js';
 
 let ww: WireWorld;
 let reader: { id: number; key: string };
 let writer: { id: number; key: string };
 let redacted: { id: number; key: string };
 
-async function sqlError(p: Promise<unknown>): Promise<{ code?: string; message: string; detail?: string; hint?: string }> {
-  try {
-    await p;
-  } catch (err) {
-    return err as { code?: string; message: string };
-  }
-  throw new Error('expected an error');
-}
 
 beforeAll(async () => {
   ww = await startWireWorld();
