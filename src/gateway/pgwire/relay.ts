@@ -81,7 +81,8 @@ interface Portal {
 type Pending =
   /** `cut`: the gateway answered one of the query's statements with an error, so the client expects nothing more of it but ReadyForQuery. */
   | { kind: 'query'; runs: StatementRun[]; index: number; localError: Buffer | null; cut?: boolean }
-  | { kind: 'simple1'; expect: number }
+  /** `undo`: what restores the gateway's statement or portal names when the upstream refuses or skips this message. */
+  | { kind: 'simple1'; expect: number; undo?: () => void }
   | { kind: 'describeS'; stage: 0 | 1 }
   | { kind: 'describeP'; portal: Portal | null; internal: boolean }
   | { kind: 'execute'; run: StatementRun }
@@ -254,9 +255,8 @@ export class WireRelay {
         return this.#execute(frame);
       case Frontend.Close: {
         const c = parseDescribeOrClose(frame.body);
-        if (c.target === 'S') this.#statements.delete(c.name);
-        else this.#portals.delete(c.name);
-        this.#pending.push({ kind: 'simple1', expect: Backend.CloseComplete });
+        const undo = c.target === 'S' ? this.#rename(this.#statements, c.name, undefined) : this.#rename(this.#portals, c.name, undefined);
+        this.#pending.push({ kind: 'simple1', expect: Backend.CloseComplete, undo });
         this.#batch.push(frame.raw);
         return;
       }
@@ -351,9 +351,21 @@ export class WireRelay {
       this.#refuseExtended(decision.error);
       return;
     }
-    this.#statements.set(name, sql);
-    this.#pending.push({ kind: 'simple1', expect: Backend.ParseComplete });
+    this.#pending.push({ kind: 'simple1', expect: Backend.ParseComplete, undo: this.#rename(this.#statements, name, sql) });
     this.#batch.push(frame.raw);
+  }
+
+  /**
+   * Gives a statement or portal name its new meaning at once (a pipelined Bind or Execute needs it before the upstream
+   * answers) and returns what restores the old one. PostgreSQL may refuse the message (42P05: the name is in use) or
+   * skip it (an earlier message of the pipeline failed); the name must then keep meaning what the upstream holds, or
+   * the next Execute would be governed as one statement while the upstream runs another.
+   */
+  #rename<V>(names: Map<string, V>, name: string, value: V | undefined): () => void {
+    const previous = names.get(name);
+    if (value === undefined) names.delete(name);
+    else names.set(name, value);
+    return () => (previous === undefined ? names.delete(name) : names.set(name, previous));
   }
 
   #bind(frame: Frame): void {
@@ -363,8 +375,8 @@ export class WireRelay {
       this.#refuseExtended({ sqlstate: '26000', message: `prepared statement "${bind.statement}" does not exist` });
       return;
     }
-    this.#portals.set(bind.portal, { sql, params: bind.params, described: false });
-    this.#pending.push({ kind: 'simple1', expect: Backend.BindComplete });
+    const undo = this.#rename(this.#portals, bind.portal, { sql, params: bind.params, described: false });
+    this.#pending.push({ kind: 'simple1', expect: Backend.BindComplete, undo });
     this.#batch.push(frame.raw);
   }
 
@@ -517,14 +529,18 @@ export class WireRelay {
       h.index = h.runs.length;
       if (h.cut) return;
     } else {
-      // Extended protocol: the upstream skips to Sync; everything before the Sync is answered by this error.
+      // Extended protocol: the upstream skips to Sync; everything before the Sync is answered by this error. The failed
+      // message and the skipped ones did not happen upstream: their renames are undone, latest first.
+      const undos: (() => void)[] = [];
       while (this.#pending.length > 0 && this.#head()!.kind !== 'sync') {
         const p = this.#pending.shift()!;
+        if (p.kind === 'simple1' && p.undo) undos.push(p.undo);
         if (p.kind === 'execute') {
           p.run.req.audit?.addReason(`upstream sqlstate ${sqlstate}`);
           if (p.run.req.audit) this.#end(p.run, { status: 400, decision: 'allow', error_code: 'upstream_sql_error' });
         }
       }
+      for (let i = undos.length - 1; i >= 0; i--) undos[i]!();
       const sync = this.#head();
       if (sync?.kind === 'sync') sync.hadError = true;
     }

@@ -1,0 +1,97 @@
+// Named statements as PostgreSQL holds them: a Parse the upstream refused (the name is in use) or skipped (after an error, up to Sync) must not change what the gateway thinks the name means, or the next Execute would be governed as one statement while the upstream runs another. (A portal name reused inside a transaction aborts it, so the same trick cannot run a portal.)
+import type net from 'node:net';
+import pg from 'pg';
+import { afterAll, beforeAll, describe, expect, test } from 'vitest';
+import { Backend, FrameReader, bindMessage, executeMessage, message, parseErrorFields, parseMessage, syncMessage } from '../../src/gateway/pgwire/protocol.js';
+import { startWireWorld, type WireWorld } from './fixture.js';
+
+let ww: WireWorld;
+let writer: { id: number; key: string };
+
+beforeAll(async () => {
+  ww = await startWireWorld();
+  writer = await ww.world.agent('names-writer', [{ source_id: ww.sourceId, role_key: 'writer' }]);
+}, 60_000);
+afterAll(async () => ww?.stop());
+
+/** One answer of the gateway up to ReadyForQuery: message types in order and the SQLSTATEs of its errors. */
+interface Answer {
+  types: string[];
+  errors: string[];
+}
+
+/**
+ * A session driven message by message: node-postgres logs in (SCRAM), then its socket is taken over, because the
+ * driver itself never re-Parses a name it has prepared.
+ */
+async function rawSession(): Promise<{ send(...messages: Buffer[]): Promise<Answer>; close(): Promise<void> }> {
+  const client = new pg.Client({ host: '127.0.0.1', port: ww.port, user: 'names-writer', password: writer.key, database: ww.sourceId, ssl: false });
+  // The socket is ours after the login; the driver's view of it (its end, any error) is of no interest.
+  client.on('error', () => undefined);
+  await client.connect();
+  const socket = (client as unknown as { connection: { stream: net.Socket } }).connection.stream;
+  socket.removeAllListeners('data');
+  const reader = new FrameReader({ startupBytes: 0, messageBytes: 1 << 20 });
+  reader.startup = false;
+  let waiting: ((a: Answer) => void) | null = null;
+  let answer: Answer = { types: [], errors: [] };
+  socket.on('data', (chunk: Buffer) => {
+    reader.push(chunk);
+    for (let f = reader.next(); f !== null; f = reader.next()) {
+      answer.types.push(String.fromCharCode(f.type));
+      if (f.type === Backend.ErrorResponse) answer.errors.push(parseErrorFields(f.body).get('C') ?? '?');
+      if (f.type === Backend.ReadyForQuery) {
+        const done = answer;
+        answer = { types: [], errors: [] };
+        waiting?.(done);
+      }
+    }
+  });
+  return {
+    send: (...messages) => new Promise<Answer>((resolve) => {
+      waiting = resolve;
+      socket.write(Buffer.concat(messages));
+    }),
+    close: async () => {
+      socket.end(message(0x58, Buffer.alloc(0)));
+      await new Promise((r) => setTimeout(r, 50));
+    },
+  };
+}
+
+const pwned = () => ww.direct(async (d) => (await d.query<{ n: number }>(`select count(*)::int as n from customers where name = 'PWNED'`)).rows[0]!.n);
+
+describe('named statements follow the upstream', () => {
+  test('a Parse refused upstream for reusing a name leaves the name meaning what the upstream holds', async () => {
+    const s = await rawSession();
+    try {
+      // An UPDATE without WHERE needs approval (writer role, high risk), but only at execution: its Parse is allowed.
+      const prepared = await s.send(parseMessage('s1', `update customers set name = 'PWNED'`), syncMessage());
+      expect(prepared.errors).toEqual([]);
+      // The name is taken upstream: PostgreSQL refuses this Parse (42P05) and keeps the UPDATE under s1.
+      const reuse = await s.send(parseMessage('s1', 'select 1'), syncMessage());
+      expect(reuse.errors).toEqual(['42P05']);
+      // Executing s1 is executing the UPDATE: it must be governed as the UPDATE (approval required), not as select 1.
+      const run = await s.send(bindMessage('', 's1', []), executeMessage('', 0), syncMessage());
+      expect(run.errors).toEqual(['WA001']);
+    } finally {
+      await s.close();
+    }
+    expect(await pwned()).toBe(0);
+  });
+
+  test('a Parse skipped upstream after an earlier error in its pipeline does not rename anything either', async () => {
+    const s = await rawSession();
+    try {
+      expect((await s.send(parseMessage('s2', `update customers set name = 'PWNED'`), syncMessage())).errors).toEqual([]);
+      // The gateway allows the first Parse (a read of customers); PostgreSQL refuses it (no such column, 42703) and
+      // skips everything behind it up to Sync, the re-Parse of s2 included: s2 is still the UPDATE upstream.
+      const skipped = await s.send(parseMessage('', 'select no_such_column from customers'), parseMessage('s2', 'select 1'), syncMessage());
+      expect(skipped.errors).toEqual(['42703']);
+      expect((await s.send(bindMessage('', 's2', []), executeMessage('', 0), syncMessage())).errors).toEqual(['WA001']);
+    } finally {
+      await s.close();
+    }
+    expect(await pwned()).toBe(0);
+  });
+});
