@@ -2,7 +2,7 @@
 import type net from 'node:net';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
-import { Backend, FrameReader, bindMessage, executeMessage, message, parseErrorFields, parseMessage, syncMessage } from '../../src/gateway/pgwire/protocol.js';
+import { Backend, FrameReader, bindMessage, executeMessage, message, parseErrorFields, parseMessage, queryMessage, syncMessage } from '../../src/gateway/pgwire/protocol.js';
 import { startWireWorld, type WireWorld } from './fixture.js';
 
 let ww: WireWorld;
@@ -93,5 +93,27 @@ describe('named statements follow the upstream', () => {
       await s.close();
     }
     expect(await pwned()).toBe(0);
+  });
+
+  test('a name DEALLOCATEd and PREPAREd again in SQL is forgotten: its Bind is refused instead of governed as the old text', async () => {
+    const notes = () => ww.direct(async (d) => (await d.query<{ n: number }>('select count(*)::int as n from notes')).rows[0]!.n);
+    const before = await notes();
+    const s = await rawSession();
+    try {
+      expect((await s.send(parseMessage('s3', 'select 1'), syncMessage())).errors).toEqual([]);
+      // SQL acts on the same names: s3 is now an INSERT upstream, governed (and audited) once, as the PREPARE.
+      expect((await s.send(queryMessage('deallocate s3'))).errors).toEqual([]);
+      expect((await s.send(queryMessage(`prepare s3 as insert into notes(body) values ('smuggled')`))).errors).toEqual([]);
+      // Executing s3 through the protocol would run the INSERT under the audit of select 1.
+      const run = await s.send(bindMessage('', 's3', []), executeMessage('', 0), syncMessage());
+      expect(run.errors).toEqual(['26000']);
+      // DEALLOCATE ALL forgets every name.
+      expect((await s.send(parseMessage('s4', 'select 1'), syncMessage())).errors).toEqual([]);
+      expect((await s.send(queryMessage('deallocate all'))).errors).toEqual([]);
+      expect((await s.send(bindMessage('', 's4', []), executeMessage('', 0), syncMessage())).errors).toEqual(['26000']);
+    } finally {
+      await s.close();
+    }
+    expect(await notes()).toBe(before);
   });
 });

@@ -335,6 +335,7 @@ export class WireRelay {
     }
     const runs = decisions.map((d) => this.#run(d.req, null));
     if (runs.some((r) => isWriteOperation(r.req.operation))) runs[0]!.req.audit.admit();
+    for (const [i, d] of decisions.entries()) this.#forgetSqlPreparedNames(d.req, texts[i]!);
     this.#pending.push({ kind: 'query', runs, index: 0, localError: null });
     this.upstream.write(queryMessage(sql));
   }
@@ -353,6 +354,25 @@ export class WireRelay {
     }
     this.#pending.push({ kind: 'simple1', expect: Backend.ParseComplete, undo: this.#rename(this.#statements, name, sql) });
     this.#batch.push(frame.raw);
+  }
+
+  /**
+   * SQL's PREPARE and DEALLOCATE act on the same names as the protocol's Parse: after `DEALLOCATE s1; PREPARE s1 AS
+   * <write>`, a Bind of s1 would be governed as what the gateway saw Parsed under s1 while PostgreSQL ran the write.
+   * The names they touch are forgotten (all of them for DEALLOCATE ALL) before the statement is sent, so a Bind of one
+   * is refused (26000) until the client Parses it again; a statement PREPAREd in SQL is run with EXECUTE, which is
+   * governed on its own (trap execute_prepared).
+   */
+  #forgetSqlPreparedNames(req: GovernedRequest, sql: string): void {
+    if (!req.sql?.statements.some((st) => st.kind === 'prepare' || st.kind === 'deallocate')) return;
+    const parsed = guardedParse(sql);
+    if (!parsed.ok) return this.#statements.clear();
+    for (const { stmt } of (parsed.tree as { stmts?: { stmt?: Record<string, { name?: unknown }> }[] }).stmts ?? []) {
+      const node = stmt?.PrepareStmt ?? stmt?.DeallocateStmt;
+      if (node === undefined) continue;
+      if (typeof node.name === 'string' && node.name !== '') this.#statements.delete(node.name);
+      else this.#statements.clear();
+    }
   }
 
   /**
@@ -400,6 +420,7 @@ export class WireRelay {
     }
     const run = this.#run(decision.req, portal);
     if (isWriteOperation(run.req.operation)) run.req.audit.admit();
+    this.#forgetSqlPreparedNames(decision.req, portal.sql);
     if (!portal.described && this.#needsPlan(run)) {
       // The rows need column names for redaction: ask for the portal's description without relaying it.
       this.#pending.push({ kind: 'describeP', portal, internal: true });
