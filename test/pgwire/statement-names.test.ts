@@ -116,4 +116,18 @@ describe('named statements follow the upstream', () => {
     }
     expect(await notes()).toBe(before);
   });
+
+  test('a portal name CLOSEd and DECLAREd again in SQL is forgotten: its Execute is refused instead of governed as the old portal', async () => {
+    const s = await rawSession();
+    try {
+      expect((await s.send(queryMessage('begin'))).errors).toEqual([]);
+      expect((await s.send(parseMessage('one', 'select 1'), bindMessage('p1', 'one', []), syncMessage())).errors).toEqual([]);
+      // SQL cursors are portals: p1 now reads customers upstream (governed once, as the DECLARE).
+      expect((await s.send(queryMessage('close p1'))).errors).toEqual([]);
+      expect((await s.send(queryMessage('declare p1 cursor for select name from customers'))).errors).toEqual([]);
+      expect((await s.send(executeMessage('p1', 0), syncMessage())).errors).toEqual(['34000']);
+    } finally {
+      await s.close();
+    }
+  });
 });

@@ -78,6 +78,15 @@ interface Portal {
   description?: Buffer;
 }
 
+/** Statement kinds whose SQL creates or drops a protocol-level name (relay #forgetSqlNames). */
+const SQL_NAMING_KINDS: ReadonlySet<string> = new Set(['prepare', 'deallocate', 'declare_cursor', 'close_cursor']);
+
+/** Forgets one name, or every name when the statement names none (`DEALLOCATE ALL`, `CLOSE ALL`). */
+function forget(names: Map<string, unknown>, name: unknown): void {
+  if (typeof name === 'string' && name !== '') names.delete(name);
+  else names.clear();
+}
+
 type Pending =
   /** `cut`: the gateway answered one of the query's statements with an error, so the client expects nothing more of it but ReadyForQuery. */
   | { kind: 'query'; runs: StatementRun[]; index: number; localError: Buffer | null; cut?: boolean }
@@ -335,7 +344,7 @@ export class WireRelay {
     }
     const runs = decisions.map((d) => this.#run(d.req, null));
     if (runs.some((r) => isWriteOperation(r.req.operation))) runs[0]!.req.audit.admit();
-    for (const [i, d] of decisions.entries()) this.#forgetSqlPreparedNames(d.req, texts[i]!);
+    for (const [i, d] of decisions.entries()) this.#forgetSqlNames(d.req, texts[i]!);
     this.#pending.push({ kind: 'query', runs, index: 0, localError: null });
     this.upstream.write(queryMessage(sql));
   }
@@ -357,21 +366,26 @@ export class WireRelay {
   }
 
   /**
-   * SQL's PREPARE and DEALLOCATE act on the same names as the protocol's Parse: after `DEALLOCATE s1; PREPARE s1 AS
-   * <write>`, a Bind of s1 would be governed as what the gateway saw Parsed under s1 while PostgreSQL ran the write.
-   * The names they touch are forgotten (all of them for DEALLOCATE ALL) before the statement is sent, so a Bind of one
-   * is refused (26000) until the client Parses it again; a statement PREPAREd in SQL is run with EXECUTE, which is
-   * governed on its own (trap execute_prepared).
+   * SQL acts on the protocol's names: PREPARE and DEALLOCATE on statements, DECLARE and CLOSE on portals. After
+   * `DEALLOCATE s1; PREPARE s1 AS <write>`, a Bind of s1 would be governed (and audited) as what the gateway saw
+   * Parsed under s1 while PostgreSQL ran the write. The names such a statement touches are forgotten (all of them for
+   * DEALLOCATE ALL and CLOSE ALL) before it is sent, so a Bind or Execute of one is refused (26000, 34000) until the
+   * client Parses or Binds it again; what SQL prepared or declared is run by EXECUTE or FETCH, governed on their own.
    */
-  #forgetSqlPreparedNames(req: GovernedRequest, sql: string): void {
-    if (!req.sql?.statements.some((st) => st.kind === 'prepare' || st.kind === 'deallocate')) return;
+  #forgetSqlNames(req: GovernedRequest, sql: string): void {
+    if (!req.sql?.statements.some((st) => SQL_NAMING_KINDS.has(st.kind))) return;
     const parsed = guardedParse(sql);
-    if (!parsed.ok) return this.#statements.clear();
-    for (const { stmt } of (parsed.tree as { stmts?: { stmt?: Record<string, { name?: unknown }> }[] }).stmts ?? []) {
-      const node = stmt?.PrepareStmt ?? stmt?.DeallocateStmt;
-      if (node === undefined) continue;
-      if (typeof node.name === 'string' && node.name !== '') this.#statements.delete(node.name);
-      else this.#statements.clear();
+    if (!parsed.ok) {
+      this.#statements.clear();
+      this.#portals.clear();
+      return;
+    }
+    type Named = { name?: unknown; portalname?: unknown };
+    for (const { stmt } of (parsed.tree as { stmts?: { stmt?: Record<string, Named> }[] }).stmts ?? []) {
+      const statement = stmt?.PrepareStmt ?? stmt?.DeallocateStmt;
+      if (statement !== undefined) forget(this.#statements, statement.name);
+      const portal = stmt?.DeclareCursorStmt ?? stmt?.ClosePortalStmt;
+      if (portal !== undefined) forget(this.#portals, portal.portalname);
     }
   }
 
@@ -420,7 +434,7 @@ export class WireRelay {
     }
     const run = this.#run(decision.req, portal);
     if (isWriteOperation(run.req.operation)) run.req.audit.admit();
-    this.#forgetSqlPreparedNames(decision.req, portal.sql);
+    this.#forgetSqlNames(decision.req, portal.sql);
     if (!portal.described && this.#needsPlan(run)) {
       // The rows need column names for redaction: ask for the portal's description without relaying it.
       this.#pending.push({ kind: 'describeP', portal, internal: true });
