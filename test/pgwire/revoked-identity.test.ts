@@ -4,7 +4,7 @@ import pg from 'pg';
 import { startWireWorld, type WireWorld } from './fixture.js';
 import { startTestService, type TestService } from '../support/service.js';
 import { waitFor } from '../support/wait.js';
-import { agentAuthDeps } from '../../src/identity/index.js';
+import { agentAuthDeps, startKeySessionMemo } from '../../src/identity/index.js';
 import { KEY_SESSION_REVOKED_CHANNEL, revokeKeySessions } from '../../src/identity/key-sessions.js';
 
 let ww: WireWorld;
@@ -52,6 +52,26 @@ async function ok(status: Promise<{ status: number; text: string }>): Promise<vo
   expect(a.status, a.text).toBeLessThan(300);
 }
 
+/**
+ * Makes a change and waits until the replica has heard the revocation it broadcasts: Redis acknowledges a publish
+ * before it delivers it, so a statement sent at once could still be decided with the old state. The replica's wire
+ * listener hears each revocation before this listener does (listeners run in the order they were added).
+ */
+async function heardByReplica<T>(change: () => Promise<T>): Promise<T> {
+  const memo = await startKeySessionMemo(replica.running.services);
+  let stop = (): void => undefined;
+  const heard = new Promise<void>((resolve) => {
+    stop = memo.onRevoked(() => resolve());
+  });
+  try {
+    const result = await change();
+    await Promise.race([heard, new Promise((_, reject) => setTimeout(() => reject(new Error('the replica heard no revocation within 5 s')), 5_000))]);
+    return result;
+  } finally {
+    stop();
+  }
+}
+
 async function digestOf(id: number): Promise<string> {
   return ((await control.query('select api_key_digest from identities where id = $1', [id])).rows[0] as { api_key_digest: string }).api_key_digest;
 }
@@ -74,7 +94,7 @@ describe('operator changes reach open sessions on another replica at their next 
     try {
       expect(await refusal(remote)).toBeNull();
       expect(await refusal(local)).toBeNull();
-      await ok(ww.world.admin('PATCH', `/api/identities/${agent.id}`, { enabled: false }));
+      await heardByReplica(() => ok(ww.world.admin('PATCH', `/api/identities/${agent.id}`, { enabled: false })));
       expect(await refusal(remote)).toBe('28000');
       expect(await refusal(local)).toBe('28000');
     } finally {
@@ -89,7 +109,7 @@ describe('operator changes reach open sessions on another replica at their next 
     let newKey: string;
     try {
       expect(await refusal(c, 'byid')).toBeNull();
-      const rotated = await ww.world.admin('POST', `/api/identities/${agent.id}/rotate-key`);
+      const rotated = await heardByReplica(() => ww.world.admin('POST', `/api/identities/${agent.id}/rotate-key`));
       expect(rotated.status, rotated.text).toBe(200);
       newKey = rotated.json.api_key as string;
       expect(await refusal(c, 'byid')).toBe('28000');
@@ -111,7 +131,7 @@ describe('operator changes reach open sessions on another replica at their next 
       for (let i = 0; i < 3; i++) expect(await refusal(c, 'byid')).toBeNull();
       expect(await refusal(c)).toBeNull();
       const grants = (await ww.world.admin('GET', `/api/identities/${agent.id}/grants`)).json as Array<{ id: number }>;
-      await ok(ww.world.admin('DELETE', `/api/identities/${agent.id}/grants/${grants[0]!.id}`));
+      await heardByReplica(() => ok(ww.world.admin('DELETE', `/api/identities/${agent.id}/grants/${grants[0]!.id}`)));
       expect(await refusal(c, 'byid')).toBe('42501');
       expect(await refusal(c)).toBe('42501');
     } finally {
@@ -124,7 +144,7 @@ describe('operator changes reach open sessions on another replica at their next 
     const c = await onReplica('rev-granted', agent.key);
     try {
       expect(await refusal(c)).toBe('42501');
-      await ok(ww.world.admin('POST', `/api/identities/${agent.id}/grants`, { source_id: ww.sourceId, role_key: 'reader' }));
+      await heardByReplica(() => ok(ww.world.admin('POST', `/api/identities/${agent.id}/grants`, { source_id: ww.sourceId, role_key: 'reader' })));
       expect(await refusal(c)).toBeNull();
     } finally {
       await c.end();
@@ -140,7 +160,7 @@ describe('revocation messages', () => {
       expect(await refusal(c)).toBeNull();
       await disableSilently(agent.id);
       const digest = await digestOf(agent.id);
-      expect(await revokeKeySessions({ ...agentAuthDeps(ww.world.svc.running.services), ttlSeconds: 0 }, [digest])).toBe(true);
+      expect(await heardByReplica(() => revokeKeySessions({ ...agentAuthDeps(ww.world.svc.running.services), ttlSeconds: 0 }, [digest]))).toBe(true);
       expect(await refusal(c)).toBe('28000');
     } finally {
       await c.end().catch(() => undefined);
@@ -159,7 +179,8 @@ describe('revocation messages', () => {
       await disableSilently(other.id);
       // Nothing told the replica yet: the state read a moment ago still answers.
       expect(await refusal(a)).toBeNull();
-      await publish(JSON.stringify([await digestOf(named.id)]));
+      const digest = await digestOf(named.id);
+      await heardByReplica(() => publish(JSON.stringify([digest])));
       expect(await refusal(a)).toBe('28000');
       expect(await refusal(b)).toBeNull();
     } finally {
@@ -185,7 +206,7 @@ describe('revocation messages', () => {
         expect(await refusal(c)).toBeNull();
         await disableSilently(agent.id);
         const before = await refusal(c);
-        await publish(message);
+        await heardByReplica(() => publish(message));
         const after = await refusal(c);
         if (performance.now() - cached > 900 && round < 4) continue;
         expect(before).toBeNull();
