@@ -1,11 +1,12 @@
-// Test fixture: runs the real `gatehouse` CLI (src/main.ts through tsx) as a child process with a controlled environment.
+// Test fixture: runs the real `gatehouse` CLI (src/main.ts with tsx's loader) as a child process with a controlled environment.
 import { spawn, type ChildProcess } from 'node:child_process';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { fileURLToPath, pathToFileURL } from 'node:url';
 
 export const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
-const TSX = path.join(ROOT, 'node_modules', '.bin', 'tsx');
 const MAIN = path.join(ROOT, 'src', 'main.ts');
+/** tsx as a loader of this Node (by URL, so a test's own working directory need not resolve it). */
+const TSX_LOADER = pathToFileURL(path.join(ROOT, 'node_modules', 'tsx', 'dist', 'loader.mjs')).href;
 
 /** PATH with the project's Node 24 first, and nothing else from the parent environment. */
 export function baseEnv(extra: Record<string, string> = {}): Record<string, string> {
@@ -20,11 +21,13 @@ export interface CliResult {
 }
 
 /**
- * tsx runs the CLI as its own child, and a SIGKILL cannot be forwarded: the CLI runs in its own process group, so
- * a kill reaches tsx, the service and any gateway replicas together and nothing outlives a test.
+ * Node itself runs the CLI, with tsx as its loader: signals reach the service directly. (The tsx command relays a
+ * signal to its child and SIGKILLs it when the child does not confirm within 30 ms, which a loaded machine misses:
+ * a graceful SIGTERM then ended with 143.) The CLI runs in its own process group, so a kill reaches the service and
+ * any gateway replicas together and nothing outlives a test.
  */
 function spawnCli(args: string[], opts: { env: Record<string, string>; cwd: string }): ChildProcess {
-  return spawn(TSX, [MAIN, ...args], { env: opts.env, cwd: opts.cwd, stdio: ['ignore', 'pipe', 'pipe'], detached: true });
+  return spawn(process.execPath, ['--import', TSX_LOADER, MAIN, ...args], { env: opts.env, cwd: opts.cwd, stdio: ['ignore', 'pipe', 'pipe'], detached: true });
 }
 
 function killGroup(child: ChildProcess): void {
@@ -85,7 +88,7 @@ export function startCli(args: string[], opts: { env: Record<string, string>; cw
           listeners: record.listeners,
           output: () => ({ stdout, stderr }),
           stop: async (signal = 'SIGTERM') => {
-            // SIGTERM goes to tsx, which forwards it (the graceful path under test); SIGKILL to the whole group.
+            // SIGTERM goes to the service (the graceful path under test); SIGKILL to the whole group.
             if (signal === 'SIGKILL') killGroup(child);
             else child.kill(signal);
             return exited;
