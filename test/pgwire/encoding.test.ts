@@ -1,5 +1,6 @@
 // PostgreSQL must read every statement the way the gateway governed it: UTF8 only (in BIG5, GBK or SJIS a character can end in the byte of a backslash and hide a quote) and standard conforming strings (off, 'a\'' ends where the gateway reads '' continuing it). Other settings are refused at startup, by statement and, if a function changes them, by ending the session.
 import { execFile } from 'node:child_process';
+import type pg from 'pg';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { startWireWorld, wireAudit, sqlError, type WireWorld } from './fixture.js';
 
@@ -40,6 +41,24 @@ function smuggle(encoding: string, codepoint: string): Promise<string> {
 
 const smuggledRows = () => ww.direct(async (c) => (await c.query<{ n: number }>('select count(*)::int as n from customers where id = 999')).rows[0]!.n);
 
+
+/**
+ * Runs `check` on four sessions opened while the source database has the given defaults (`ALTER DATABASE … <set>`),
+ * then resets them: four at once, so that some need new upstream connections, which start with those defaults.
+ */
+async function withDatabaseDefaults(sets: readonly string[], check: (c: pg.Client) => Promise<void>): Promise<void> {
+  for (const set of sets) await ww.direct((d) => d.query(`alter database "${ww.upstream.name}" ${set}`));
+  try {
+    const clients = await Promise.all(Array.from({ length: 4 }, () => ww.client('enc-reader', reader.key)));
+    try {
+      for (const c of clients) await check(c);
+    } finally {
+      await Promise.all(clients.map((c) => c.end()));
+    }
+  } finally {
+    await ww.direct((d) => d.query(`alter database "${ww.upstream.name}" reset all`));
+  }
+}
 
 describe('client encodings', () => {
   test('a startup client_encoding other than UTF8 is refused (22023), so a BIG5/GBK/SJIS smuggle never reaches PostgreSQL', async () => {
@@ -102,44 +121,20 @@ describe('client encodings', () => {
   });
 
   test('a database default cannot change how upstream sessions read statements: the gateway starts them UTF8 with standard conforming strings', async () => {
-    await ww.direct((d) => d.query(`alter database "${ww.upstream.name}" set standard_conforming_strings = off`));
-    await ww.direct((d) => d.query(`alter database "${ww.upstream.name}" set client_encoding = 'BIG5'`));
-    try {
-      // Enough sessions at once that some need new upstream connections, which start with the database defaults.
-      const clients = await Promise.all(Array.from({ length: 4 }, () => ww.client('enc-reader', reader.key)));
-      try {
-        for (const c of clients) {
-          expect((await c.query('show standard_conforming_strings')).rows).toEqual([{ standard_conforming_strings: 'on' }]);
-          expect((await c.query('show client_encoding')).rows).toEqual([{ client_encoding: 'UTF8' }]);
-        }
-      } finally {
-        await Promise.all(clients.map((c) => c.end()));
-      }
-    } finally {
-      await ww.direct((d) => d.query(`alter database "${ww.upstream.name}" reset all`));
-    }
+    await withDatabaseDefaults([`set standard_conforming_strings = off`, `set client_encoding = 'BIG5'`], async (c) => {
+      expect((await c.query('show standard_conforming_strings')).rows).toEqual([{ standard_conforming_strings: 'on' }]);
+      expect((await c.query('show client_encoding')).rows).toEqual([{ client_encoding: 'UTF8' }]);
+    });
   });
 
   test('unqualified names resolve in public, where the gateway governs them, whatever the database search_path', async () => {
     // A schema shadowing customers, first on the database's search_path (and a schema named after a role would be
     // first on PostgreSQL's default "$user", public).
-    await ww.direct(async (d) => {
-      await d.query(`create schema if not exists shadow; create table if not exists shadow.customers (id int, name text); insert into shadow.customers values (42, 'shadowed')`);
-      await d.query(`alter database "${ww.upstream.name}" set search_path = shadow, public`);
+    await ww.direct((d) => d.query(`create schema if not exists shadow; create table if not exists shadow.customers (id int, name text); insert into shadow.customers values (42, 'shadowed')`));
+    await withDatabaseDefaults(['set search_path = shadow, public'], async (c) => {
+      expect((await c.query('show search_path')).rows).toEqual([{ search_path: 'public' }]);
+      expect((await c.query('select name from customers where id = 1')).rows).toEqual([{ name: 'Ada' }]);
     });
-    try {
-      const clients = await Promise.all(Array.from({ length: 4 }, () => ww.client('enc-reader', reader.key)));
-      try {
-        for (const c of clients) {
-          expect((await c.query('show search_path')).rows).toEqual([{ search_path: 'public' }]);
-          expect((await c.query('select name from customers where id = 1')).rows).toEqual([{ name: 'Ada' }]);
-        }
-      } finally {
-        await Promise.all(clients.map((c) => c.end()));
-      }
-    } finally {
-      await ww.direct((d) => d.query(`alter database "${ww.upstream.name}" reset all`));
-    }
   });
 
   test('a function that turns standard_conforming_strings off ends the session', async () => {
