@@ -1,4 +1,5 @@
 // Upstream execution on PostgreSQL sources: bounded per-source pools of raw protocol connections (one per wire session), role mapping, reset on release, cancel, and the buffered executor the MCP query tool and approvals reuse.
+
 import net from 'node:net';
 import pg from 'pg';
 import { GatehouseError } from '../errors/registry.js';
@@ -11,13 +12,6 @@ import { postgresConfigSchema, sanitizePgError, type PostgresConfig } from './po
 import { resolveCredential } from './credentials.js';
 import { isUtf8EncodingName } from '../governance/sql/functions.js';
 import { DEFAULT_SCHEMA } from '../governance/sql/types.js';
-
-/**
- * The settings every upstream session starts with (and returns to on RESET), so PostgreSQL reads each statement as
- * the gateway governed it: UTF8, standard conforming strings, and unqualified names in the schema the classifier
- * resolves them in (PostgreSQL's default "$user", public would look first in a schema named after the role).
- */
-const GOVERNED_SYNTAX_OPTIONS = `-c client_encoding=UTF8 -c standard_conforming_strings=on -c search_path=${DEFAULT_SCHEMA}`;
 import {
   Backend,
   FrameReader,
@@ -32,6 +26,13 @@ import {
   queryMessage,
   syncMessage,
 } from '../gateway/pgwire/protocol.js';
+
+/**
+ * The settings every upstream session starts with (and returns to on RESET), so PostgreSQL reads each statement as
+ * the gateway governed it: UTF8, standard conforming strings, and unqualified names in the schema the classifier
+ * resolves them in (PostgreSQL's default "$user", public would look first in a schema named after the role).
+ */
+const GOVERNED_SYNTAX_OPTIONS = `-c client_encoding=UTF8 -c standard_conforming_strings=on -c search_path=${DEFAULT_SCHEMA}`;
 
 /** An error the upstream answered, with its SQLSTATE and fields already sanitized. */
 export class UpstreamSqlError extends Error {

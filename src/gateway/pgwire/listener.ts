@@ -33,7 +33,7 @@ import {
 } from './protocol.js';
 import { SCRAM_MECHANISM, ScramFailure, ScramServer, decoyVerifier } from './scram.js';
 import { IdentityRefresher, errorFieldsOf } from './decide.js';
-import { isUtf8EncodingName } from '../../governance/sql/functions.js';
+import { encodingKey, isUtf8EncodingName } from '../../governance/sql/functions.js';
 import { WireRelay } from './relay.js';
 
 export interface WireListenerDeps {
@@ -60,7 +60,7 @@ const FORWARDED_STARTUP = ['application_name', 'DateStyle', 'TimeZone', 'Interva
  * the bytes differently from the gateway: a BIG5, GBK, SJIS or similar character can end in the byte of a backslash.
  */
 function clientEncodingProblem(value: string | undefined): string | null {
-  if (value === undefined || isUtf8EncodingName(value) || value.toLowerCase().replace(/[^a-z0-9]/g, '') === 'sqlascii') return null;
+  if (value === undefined || isUtf8EncodingName(value) || encodingKey(value) === 'sqlascii') return null;
   return `client_encoding ${JSON.stringify(value.slice(0, 64))} is not supported: the gateway speaks UTF8 only (set PGCLIENTENCODING=UTF8)`;
 }
 const MAX_QUEUED_FRAMES = 256;

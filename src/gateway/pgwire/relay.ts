@@ -148,7 +148,6 @@ export class WireRelay {
     if (this.#pending.length > 0) this.upstream.cancel();
   }
 
-  /** Ends the audit entries of statements that never finished (the client went away). */
   /**
    * Ends the client's session with a FATAL error after what it was already owed; the upstream connection is closed,
    * never reused. What waits on a barrier is dropped: the session ends with the error instead.
@@ -161,6 +160,7 @@ export class WireRelay {
     this.client.end();
   }
 
+  /** Ends the audit entries of statements that never finished (the client went away). */
   abandon(): void {
     this.#closed = true;
     for (const p of this.#pending) {

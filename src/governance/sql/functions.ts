@@ -127,9 +127,14 @@ export class SettingRules {
   }
 }
 
-/** Whether an encoding name is UTF8 as PostgreSQL spells names (pg_char_to_encoding: case and non-alphanumerics ignored). */
+/** An encoding name as PostgreSQL compares them (pg_char_to_encoding: case and non-alphanumerics ignored). */
+export function encodingKey(name: string): string {
+  return name.toLowerCase().replace(/[^a-z0-9]/g, '');
+}
+
+/** Whether an encoding name is UTF8 (`UTF8`, `utf-8`, `Unicode` …). */
 export function isUtf8EncodingName(name: string): boolean {
-  const n = name.toLowerCase().replace(/[^a-z0-9]/g, '');
+  const n = encodingKey(name);
   return n === 'utf8' || n === 'unicode';
 }
 
