@@ -138,8 +138,14 @@ export function isUtf8EncodingName(name: string): boolean {
   return n === 'utf8' || n === 'unicode';
 }
 
-/** Whether a setting value turns a boolean on, as PostgreSQL reads booleans (parse_bool: on, true, yes, 1 and prefixes). */
-export function isOnValue(value: string): boolean {
+/**
+ * A setting or option value as PostgreSQL's parse_bool reads it: true/false, yes/no and their prefixes, on/off (`of`
+ * too), 1/0; null when it is no boolean at all. Callers decide which way an unreadable value fails.
+ */
+export function pgBoolean(value: string): boolean | null {
   const v = value.trim().toLowerCase();
-  return v === 'on' || v === '1' || (v.length > 0 && ('true'.startsWith(v) || 'yes'.startsWith(v)));
+  if (v === '') return null;
+  if ('true'.startsWith(v) || 'yes'.startsWith(v) || v === 'on' || v === '1') return true;
+  if ('false'.startsWith(v) || 'no'.startsWith(v) || (v.length >= 2 && 'off'.startsWith(v)) || v === '0') return false;
+  return null;
 }

@@ -1,5 +1,5 @@
 // Statement class of one parsed statement: its kind, operation and traps, from the root node type plus the walker's facts.
-import { isOnValue, isUtf8EncodingName, type SettingRules } from './functions.js';
+import { isUtf8EncodingName, pgBoolean, type SettingRules } from './functions.js';
 import { strongerOperation } from './types.js';
 import type { Operation, StatementKind, TrapCode } from './types.js';
 import type { StatementFacts } from './walk.js';
@@ -164,7 +164,7 @@ function escalate(d: Draft, op: Operation, trap?: TrapCode): void {
 /** An option argument as PostgreSQL reads a boolean: absent means true; an unreadable form is taken as true. */
 function optionTrue(arg: unknown): boolean {
   if (!isObj(arg)) return true;
-  if (isObj(arg.String)) return !['false', 'off', 'no', '0'].includes(String(arg.String.sval ?? '').toLowerCase());
+  if (isObj(arg.String)) return pgBoolean(String(arg.String.sval ?? '')) ?? true;
   if (isObj(arg.Integer)) return (arg.Integer.ival ?? 0) !== 0;
   if (isObj(arg.Boolean)) return arg.Boolean.boolval === true;
   if (isObj(arg.A_Const)) return constTrue(arg.A_Const);
@@ -339,7 +339,7 @@ export class StatementClassifier {
     // Off, PostgreSQL reads a backslash before a quote in '…' as an escape, where the gateway's parser reads it as text.
     if (lower === 'standard_conforming_strings') {
       const value = setValue(varKind, body.args);
-      return value !== null && isOnValue(value) ? { kind, operation: 'read', traps: [] } : { kind, operation: 'admin', traps: ['string_syntax_change'] };
+      return value !== null && pgBoolean(value) === true ? { kind, operation: 'read', traps: [] } : { kind, operation: 'admin', traps: ['string_syntax_change'] };
     }
     if (this.settings.isGuarded(lower)) return { kind, operation: 'admin', traps: ['guarded_setting'] };
     return { kind, operation: 'read', traps: [] };

@@ -1,5 +1,5 @@
 // Iterative walk of one parsed statement: every table (through CTE scopes), columns, functions, and the facts the traps need.
-import { isOnValue, isUtf8EncodingName, type FunctionRules } from './functions.js';
+import { isUtf8EncodingName, pgBoolean, type FunctionRules } from './functions.js';
 import type { TrapCode } from './types.js';
 
 type Json = Record<string, unknown>;
@@ -109,7 +109,7 @@ function setConfigTraps(call: Json): TrapCode[] {
   if (setting === null || setting === 'role' || setting === 'session_authorization') traps.push('role_change');
   if (setting === null || setting === 'search_path') traps.push('search_path_change');
   if ((setting === null || setting === 'client_encoding') && (encoding === null || !isUtf8EncodingName(encoding))) traps.push('encoding_change');
-  if ((setting === null || setting === 'standard_conforming_strings') && (encoding === null || !isOnValue(encoding))) traps.push('string_syntax_change');
+  if ((setting === null || setting === 'standard_conforming_strings') && (encoding === null || pgBoolean(encoding) !== true)) traps.push('string_syntax_change');
   return traps;
 }
 
