@@ -62,6 +62,11 @@ export function parseKeyRevocation(message: string): KeyRevocation {
 export interface KeyRevocationFeed {
   /** Calls `listener` with every revocation, local or broadcast; returns the function that stops it. */
   onRevoked(listener: (revoked: KeyRevocation) => void): () => void;
+  /**
+   * Advanced by every revocation. State read while it stayed the same may be kept; state read across a change may be
+   * the very thing revoked and is used once, not remembered.
+   */
+  readonly revision: number;
 }
 
 /**
@@ -98,7 +103,7 @@ export class KeySessionMemo implements KeyRevocationFeed {
     return this.#cache.get(digest);
   }
 
-  /** The revision to pass to `set` with a session about to be read (revocations heard since make it stale). */
+  /** The revision to pass to `set` with a session about to be read (KeyRevocationFeed.revision). */
   get revision(): number {
     return this.#revision;
   }

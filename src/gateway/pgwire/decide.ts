@@ -234,30 +234,30 @@ export const IDENTITY_REFRESH_MS = 1_000;
  */
 export class IdentityRefresher {
   readonly #cache: LRUCache<number, IdentityState>;
+  readonly #revocations: KeyRevocationFeed | null;
   readonly #stopListening: () => void;
-  /** Advanced by every revocation: a read a revocation overtook answers its statement but is not kept. */
-  #revocations = 0;
 
   constructor(private readonly db: Db, revocations: KeyRevocationFeed | null, ttlMs = IDENTITY_REFRESH_MS) {
     // ttlResolution 0: lru-cache otherwise arms a timer per millisecond of lookups to debounce its clock reads.
     this.#cache = new LRUCache({ max: 10_000, ttl: ttlMs, ttlResolution: 0 });
+    this.#revocations = revocations;
     this.#stopListening = revocations?.onRevoked((revoked) => this.#revoke(revoked)) ?? (() => undefined);
   }
 
   async current(id: number): Promise<IdentityState | null> {
     const hit = this.#cache.get(id);
     if (hit) return hit;
-    const seen = this.#revocations;
+    // A read a revocation overtook answers its statement but is not kept.
+    const seen = this.#revocations?.revision;
     const row = await getIdentityById(this.db, id);
     if (!row) return null;
     const state = { identity: toAgentIdentity(row), verifier: row.scram_verifier, digest: row.api_key_digest };
-    if (seen === this.#revocations) this.#cache.set(id, state);
+    if (seen === this.#revocations?.revision) this.#cache.set(id, state);
     return state;
   }
 
   /** Revocations are rare (operator changes): a scan of the cached states costs less than an index kept per read. */
   #revoke(revoked: KeyRevocation): void {
-    this.#revocations++;
     if (revoked === 'all') return this.#cache.clear();
     const digests = new Set(revoked);
     const stale: number[] = [];
