@@ -33,18 +33,23 @@ export async function insertAuditEntries(db: Kysely<any>, entries: readonly Audi
   // json_populate_recordset refuses the \u escapes of NUL and lone surrogates for text and jsonb: such a batch is
   // stored with those characters replaced.
   const json = storableJson(entries)!;
-  const run = async (): Promise<number> => {
+  return withPartitionsFor(db, entries, async () => {
     const result = await sql`insert into audit_entries (${COLUMNS})
       select ${COLUMNS} from json_populate_recordset(null::audit_entries, ${json}::json)
       on conflict (id, ts) do nothing`.execute(db);
     return Number(result.numAffectedRows ?? 0);
-  };
+  });
+}
+
+/** Runs `store`; when a month of the batch has no partition yet (maintenance late), creates it and runs `store` once more. */
+// eslint-disable-next-line @typescript-eslint/no-explicit-any
+async function withPartitionsFor(db: Kysely<any>, entries: readonly AuditEntry[], store: () => Promise<number>): Promise<number> {
   try {
-    return await run();
+    return await store();
   } catch (error) {
     if (!isMissingPartition(error)) throw error;
     await ensurePartitionsFor(db, entries.map((e) => new Date(e.ts)));
-    return run();
+    return store();
   }
 }
 
@@ -70,15 +75,9 @@ export async function copyAuditEntries(db: Kysely<any>, copyIn: CopyIn, entries:
     data = auditCopyData(entries);
     if (data === null) return insertAuditEntries(db, entries);
   }
+  const copyData = data;
   try {
-    return await copyIn(AUDIT_COPY_STATEMENT, data, timeoutMs);
-  } catch (error) {
-    if (isUniqueViolation(error)) return insertAuditEntries(db, entries);
-    if (!isMissingPartition(error)) throw error;
-  }
-  await ensurePartitionsFor(db, entries.map((e) => new Date(e.ts)));
-  try {
-    return await copyIn(AUDIT_COPY_STATEMENT, data, timeoutMs);
+    return await withPartitionsFor(db, entries, () => copyIn(AUDIT_COPY_STATEMENT, copyData, timeoutMs));
   } catch (error) {
     if (isUniqueViolation(error)) return insertAuditEntries(db, entries);
     throw error;
