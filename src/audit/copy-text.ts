@@ -8,25 +8,19 @@ import { AUDIT_FIELDS, storableJson, type AuditEntry } from './entry.js';
  */
 export const AUDIT_COPY_STATEMENT = `copy audit_entries (${AUDIT_FIELDS.join(', ')}) from stdin with (format text)`;
 
-/** Character codes the text format and array literals give a meaning to. */
-const enum Ch {
-  Tab = 0x09,
-  Newline = 0x0a,
-  Return = 0x0d,
-  Quote = 0x22,
-  Backslash = 0x5c,
-}
-
 /** COPY's NULL marker (the default NULL string of the text format). */
 const NULL = '\\N';
 
-/** Escape sequences by character code (undefined: the character is taken literally). */
-type Escapes = readonly (string | undefined)[];
+/** The characters a context escapes, by character code (undefined: taken literally), and as a list for indexOf. */
+interface Escapes {
+  readonly byCode: readonly (string | undefined)[];
+  readonly chars: readonly string[];
+}
 
 function escapes(map: Record<string, string>): Escapes {
-  const table: (string | undefined)[] = [];
-  for (const [ch, seq] of Object.entries(map)) table[ch.charCodeAt(0)] = seq;
-  return table;
+  const byCode: (string | undefined)[] = [];
+  for (const [ch, seq] of Object.entries(map)) byCode[ch.charCodeAt(0)] = seq;
+  return { byCode, chars: Object.keys(map) };
 }
 
 /**
@@ -44,11 +38,11 @@ const TEXT_ESCAPES = escapes({ '\\': '\\\\', '\t': '\\t', '\n': '\\n', '\r': '\\
 const ARRAY_ELEMENT_ESCAPES = escapes({ '\\': '\\\\\\\\', '"': '\\\\"', '\t': '\\t', '\n': '\\n', '\r': '\\r' });
 
 /** The escaping slow path from index `from` on (the characters before it need none). */
-function escapeFrom(s: string, from: number, table: Escapes): string {
+function escapeFrom(s: string, from: number, e: Escapes): string {
   let out = s.slice(0, from);
   let last = from;
   for (let i = from; i < s.length; i++) {
-    const seq = table[s.charCodeAt(i)];
+    const seq = e.byCode[s.charCodeAt(i)];
     if (seq === undefined) continue;
     out += s.slice(last, i) + seq;
     last = i + 1;
@@ -62,18 +56,18 @@ function escapeFrom(s: string, from: number, table: Escapes): string {
  */
 const SHORT = 16;
 
-/** A text field. Most values (ids, paths, fingerprints, normalized SQL) need no escaping and are returned as they are. */
-function text(s: string): string {
+/** `s` escaped for its context. Most values (ids, paths, fingerprints, normalized SQL) need none and are returned as they are. */
+function escaped(s: string, e: Escapes): string {
   if (s.length >= SHORT) {
-    if (s.indexOf('\\') === -1 && s.indexOf('\t') === -1 && s.indexOf('\n') === -1 && s.indexOf('\r') === -1) return s;
-    return escapeFrom(s, 0, TEXT_ESCAPES);
+    for (let k = 0; k < e.chars.length; k++) if (s.indexOf(e.chars[k]!) !== -1) return escapeFrom(s, 0, e);
+    return s;
   }
-  for (let i = 0; i < s.length; i++) {
-    const c = s.charCodeAt(i);
-    // 9..13 covers tab, newline and return in one comparison pair; the slow path leaves 11 and 12 alone.
-    if (c === Ch.Backslash || (c <= Ch.Return && c >= Ch.Tab)) return escapeFrom(s, i, TEXT_ESCAPES);
-  }
+  for (let i = 0; i < s.length; i++) if (e.byCode[s.charCodeAt(i)] !== undefined) return escapeFrom(s, i, e);
   return s;
+}
+
+function text(s: string): string {
+  return escaped(s, TEXT_ESCAPES);
 }
 
 function textOrNull(s: string | null): string {
@@ -84,22 +78,10 @@ function intOrNull(n: number | null): string {
   return n === null || n === undefined ? NULL : String(n);
 }
 
-function arrayElement(s: string): string {
-  if (s.length >= SHORT) {
-    if (s.indexOf('\\') === -1 && s.indexOf('"') === -1 && s.indexOf('\t') === -1 && s.indexOf('\n') === -1 && s.indexOf('\r') === -1) return s;
-    return escapeFrom(s, 0, ARRAY_ELEMENT_ESCAPES);
-  }
-  for (let i = 0; i < s.length; i++) {
-    const c = s.charCodeAt(i);
-    if (c === Ch.Backslash || c === Ch.Quote || (c <= Ch.Return && c >= Ch.Tab)) return escapeFrom(s, i, ARRAY_ELEMENT_ESCAPES);
-  }
-  return s;
-}
-
 function textArray(a: readonly string[]): string {
   if (a.length === 0) return '{}';
-  let out = '{"' + arrayElement(a[0]!);
-  for (let i = 1; i < a.length; i++) out += '","' + arrayElement(a[i]!);
+  let out = '{"' + escaped(a[0]!, ARRAY_ELEMENT_ESCAPES);
+  for (let i = 1; i < a.length; i++) out += '","' + escaped(a[i]!, ARRAY_ELEMENT_ESCAPES);
   return out + '"}';
 }
 
