@@ -6,6 +6,7 @@ import { startTestService, type TestService } from '../support/service.js';
 import { waitFor } from '../support/wait.js';
 import { agentAuthDeps, startKeySessionMemo } from '../../src/identity/index.js';
 import { KEY_SESSION_REVOKED_CHANNEL, revokeKeySessions } from '../../src/identity/key-sessions.js';
+import { withDeadline } from '../../src/util/deadline.js';
 
 let ww: WireWorld;
 /** A second gateway on the same database and Redis: the operator's change is made on the world, so only the broadcast can tell this one. */
@@ -65,7 +66,9 @@ async function heardByReplica<T>(change: () => Promise<T>): Promise<T> {
   });
   try {
     const result = await change();
-    await Promise.race([heard, new Promise((_, reject) => setTimeout(() => reject(new Error('the replica heard no revocation within 5 s')), 5_000))]);
+    await withDeadline(heard, 5_000, () => {
+      throw new Error('the replica heard no revocation within 5 s');
+    });
     return result;
   } finally {
     stop();
