@@ -6,6 +6,7 @@ import { ResponseTooLargeError, UnsupportedEncodingError, UpstreamError } from '
 import { upstreamRequest } from '../../src/egress/request.js';
 import type { UpstreamRequestOptions } from '../../src/egress/request.js';
 import { startUpstream } from './upstream-server.js';
+import { waitFor } from '../support/wait.js';
 import type { TestUpstream } from './upstream-server.js';
 
 const SOURCE = 'loopback-src';
@@ -70,13 +71,6 @@ function call(path: string, extra: Partial<UpstreamRequestOptions> = {}) {
   return upstreamRequest({ dispatcher, url: new URL(`http://127.0.0.1:${up.port}${path}`), method: 'GET', headers: {}, sourceId: SOURCE, timeoutMs: 2000, maxResponseBytes: CAP, ...extra });
 }
 const hitsOf = (path: string) => up.hits.filter((h) => h.path === path).length;
-async function waitFor(cond: () => boolean, ms = 2000): Promise<void> {
-  const until = performance.now() + ms;
-  while (!cond()) {
-    if (performance.now() > until) throw new Error('condition not met in time');
-    await new Promise((r) => setTimeout(r, 10));
-  }
-}
 
 describe('redirects are never followed', () => {
   it('passes a 302 back with its Location and never requests the target', async () => {
@@ -175,13 +169,13 @@ describe('failures are sanitized', () => {
   it('an abort signal ends the exchange at once and hangs up on the upstream', async () => {
     const stop = new AbortController();
     const pending = call('/watch', { signal: stop.signal, timeoutMs: 10_000 });
-    await waitFor(() => hitsOf('/watch') === 1);
+    await waitFor(() => hitsOf('/watch') === 1, 2000, 'the upstream to receive the request');
     const before = closedWatches.length;
     const started = performance.now();
     stop.abort(new DOMException('stopping', 'AbortError'));
     await expect(pending).rejects.toMatchObject({ code: 'upstream_failed' });
     expect(performance.now() - started).toBeLessThan(500);
-    await waitFor(() => closedWatches.length === before + 1);
+    await waitFor(() => closedWatches.length === before + 1, 2000, 'the upstream to see the connection closed');
   });
 
   it('a signal aborted before the exchange sends nothing upstream', async () => {
@@ -194,7 +188,7 @@ describe('failures are sanitized', () => {
   it('a timed-out exchange hangs up on the upstream too', async () => {
     const before = closedWatches.length;
     await expect(call('/watch', { timeoutMs: 200 })).rejects.toMatchObject({ code: 'upstream_failed', reason: 'timed out' });
-    await waitFor(() => closedWatches.length === before + 1);
+    await waitFor(() => closedWatches.length === before + 1, 2000, 'the upstream to see the connection closed');
   });
 
   it('sends the path with its query string as given', async () => {
