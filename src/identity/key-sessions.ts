@@ -67,6 +67,11 @@ export interface KeyRevocationFeed {
    * the very thing revoked and is used once, not remembered.
    */
   readonly revision: number;
+  /**
+   * Whether revocations reach this process now. When the subscription is down, a revocation made elsewhere would be
+   * missed, so state that only a revocation would invalidate must not be reused (every front door reads it again).
+   */
+  readonly live: boolean;
 }
 
 /**
@@ -98,9 +103,12 @@ export class KeySessionMemo implements KeyRevocationFeed {
     return () => void this.#listeners.delete(listener);
   }
 
+  get live(): boolean {
+    return this.#subscribed && this.coord.status().subscriptionsHealthy;
+  }
+
   get(digest: string): AgentIdentity | undefined {
-    if (!this.#subscribed || !this.coord.status().subscriptionsHealthy) return undefined;
-    return this.#cache.get(digest);
+    return this.live ? this.#cache.get(digest) : undefined;
   }
 
   /** The revision to pass to `set` with a session about to be read (KeyRevocationFeed.revision). */

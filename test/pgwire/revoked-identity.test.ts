@@ -5,7 +5,9 @@ import { startWireWorld, type WireWorld } from './fixture.js';
 import { startTestService, type TestService } from '../support/service.js';
 import { waitFor } from '../support/wait.js';
 import { agentAuthDeps, startKeySessionMemo } from '../../src/identity/index.js';
-import { KEY_SESSION_REVOKED_CHANNEL, revokeKeySessions } from '../../src/identity/key-sessions.js';
+import { KEY_SESSION_REVOKED_CHANNEL, KeySessionMemo, revokeKeySessions } from '../../src/identity/key-sessions.js';
+import { MemoryCoordination } from '../../src/coord/index.js';
+import { IdentityRefresher } from '../../src/gateway/pgwire/decide.js';
 import { withDeadline } from '../../src/util/deadline.js';
 
 let ww: WireWorld;
@@ -189,6 +191,27 @@ describe('revocation messages', () => {
     } finally {
       await a.end().catch(() => undefined);
       await b.end().catch(() => undefined);
+    }
+  });
+
+  test('while revocations cannot arrive, the identity is read again for every statement (as HTTP and MCP read their key sessions)', async () => {
+    const agent = await ww.world.agent('rev-offline', [{ source_id: ww.sourceId, role_key: 'reader' }]);
+    // A refresher on its own feed, whose subscription is then cut: the embedded coordination, closed.
+    const coord = new MemoryCoordination();
+    const memo = new KeySessionMemo(coord);
+    await memo.start();
+    const refresher = new IdentityRefresher(ww.world.svc.running.services.db, memo);
+    try {
+      expect((await refresher.current(agent.id))?.identity.enabled).toBe(true);
+      await disableSilently(agent.id);
+      // Subscribed, nothing said otherwise: the state read a moment ago is reused.
+      expect((await refresher.current(agent.id))?.identity.enabled).toBe(true);
+      await coord.close();
+      expect(memo.live).toBe(false);
+      expect((await refresher.current(agent.id))?.identity.enabled).toBe(false);
+    } finally {
+      refresher.close();
+      await memo.stop().catch(() => undefined);
     }
   });
 

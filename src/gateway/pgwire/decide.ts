@@ -222,15 +222,15 @@ export interface IdentityState {
   digest: string | null;
 }
 
-/** How long an identity state is reused: the whole bound when pub/sub is down, or the identity has no key digest. */
+/** How long an identity state is reused at most (an identity without a key digest is never named by a revocation). */
 export const IDENTITY_REFRESH_MS = 1_000;
 
 /**
  * The identity as it stands now, shared by the process's sessions. A revocation (identity updated, disabled, deleted,
  * key rotated, grants or a granted role changed) drops the identity's state at once, locally or through the key
  * revocation broadcast, so the next statement is decided against the database again: a disabled identity or a rotated
- * key ends its sessions, new grants apply. The TTL stays whether pub/sub is healthy or not, as the key-session memo's
- * does: a broadcast lost while the subscription was down leaves a stale state for at most that long.
+ * key ends its sessions, new grants apply. While the subscription is down the state is not reused at all, the same
+ * rule the key-session memo follows for HTTP and MCP.
  */
 export class IdentityRefresher {
   readonly #cache: LRUCache<number, IdentityState>;
@@ -245,7 +245,9 @@ export class IdentityRefresher {
   }
 
   async current(id: number): Promise<IdentityState | null> {
-    const hit = this.#cache.get(id);
+    // While revocations cannot reach this process, the identity is read for every statement, as the key-session memo
+    // is bypassed for every HTTP and MCP request then.
+    const hit = this.#revocations?.live === false ? undefined : this.#cache.get(id);
     if (hit) return hit;
     // A read a revocation overtook answers its statement but is not kept.
     const seen = this.#revocations?.revision;
