@@ -1,19 +1,21 @@
-// bench:pgwire — pgbench -S and the TPC-B-like script, 8 clients on loopback: PostgreSQL directly, PgBouncer (session mode), Gatehouse with full governance; prints TPS, ratios and PASS/FAIL (issue 8).
+// bench:pgwire — pgbench -S and the TPC-B-like script, 8 clients on loopback: PostgreSQL directly, PgBouncer (session mode), two bare Node relays (the platform's floor), Gatehouse with full governance; prints TPS, ratios and PASS/FAIL (issue 8).
 // The gateway runs in this process: start it with the V8 settings every `gatehouse` process has.
 import '../src/runtime/v8-flags.js';
-import { execFile, execFileSync, spawn } from 'node:child_process';
+import { execFile, execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { chmodSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { Session } from 'node:inspector';
 import net from 'node:net';
 import { loadavg, tmpdir } from 'node:os';
 import path from 'node:path';
 import { startWireWorld } from '../test/pgwire/fixture.js';
-import { CLOCK_TICKS, procTicks } from './proc.js';
+import { cpuMeter } from './proc.js';
 
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 10);
 const CLIENTS = 8;
 // Knobs for profiling one side at a time (the defaults are the issue's full run).
-const TARGETS = (process.env.BENCH_TARGETS ?? 'direct,pgbouncer,gatehouse').split(',');
+const TARGETS = (process.env.BENCH_TARGETS ?? 'direct,pgbouncer,node-pipe,node-frames,gatehouse').split(',');
+/** The reference relays (bench/pgwire-relay.ts): what a Node proxy costs before it does anything of Gatehouse's own. */
+const RELAYS = ['node-pipe', 'node-frames'] as const;
 const SCRIPTS = (process.env.BENCH_SCRIPTS ?? '-S,tpcb').split(',');
 const MODE = process.env.BENCH_MODE ?? 'prepared';
 /** The gateway's audit durability: buffered by default, as in bench:proxy; `strict` (the production setting) makes every statement's answer wait for its stored entry. */
@@ -56,6 +58,16 @@ function freePort(): Promise<number> {
   });
 }
 
+/** A reference relay in its own process, so its CPU is read from /proc like PgBouncer's; it prints its port when listening. */
+function startRelay(mode: string): Promise<{ child: ChildProcess; port: number }> {
+  const child = spawn(process.execPath, ['--import', 'tsx', path.join(import.meta.dirname, 'pgwire-relay.ts'), mode], { stdio: ['ignore', 'pipe', 'inherit'] });
+  return new Promise((resolve, reject) => {
+    child.once('exit', (code) => reject(new Error(`relay ${mode} exited with ${code}`)));
+    child.once('error', reject);
+    child.stdout!.once('data', (line: Buffer) => resolve({ child, port: Number(line.toString().trim()) }));
+  });
+}
+
 interface Run {
   tps: number;
   transactions: number;
@@ -95,12 +107,15 @@ async function main(): Promise<void> {
   };
   const bouncer = startBouncer('pgbouncer', bouncerPort, false);
   const bouncerGroup = PROCESSES > 1 ? Array.from({ length: PROCESSES }, (_, i) => startBouncer(`pgbouncer-group-${i}`, bouncerGroupPort, true)) : [];
+  const relays = new Map<string, { child: ChildProcess; port: number }>();
+  for (const mode of RELAYS) if (TARGETS.includes(mode)) relays.set(mode, await startRelay(mode));
   await new Promise((r) => setTimeout(r, 1_000));
 
   const targets = {
     direct: { args: ['-h', '127.0.0.1', '-p', '5432', '-U', 'postgres', db], env: {} },
     pgbouncer: { args: ['-h', '127.0.0.1', '-p', String(bouncerPort), '-U', 'postgres', db], env: {} },
     ...(bouncerGroup.length > 0 ? { [`pgbouncer×${PROCESSES}`]: { args: ['-h', '127.0.0.1', '-p', String(bouncerGroupPort), '-U', 'postgres', db], env: {} } } : {}),
+    ...Object.fromEntries([...relays].map(([mode, r]) => [mode, { args: ['-h', '127.0.0.1', '-p', String(r.port), '-U', 'postgres', db], env: {} }])),
     gatehouse: { args: ['-h', '127.0.0.1', '-p', String(ww.port), '-U', 'bench-agent', ww.sourceId], env: { PGPASSWORD: agent.key } },
   };
   const results: Record<string, Record<string, number>> = { '-S': {}, 'tpcb': {} };
@@ -116,39 +131,48 @@ async function main(): Promise<void> {
         // The gateway's replicas run in their own processes: their CPU comes from /proc, this process's from Node.
         const replicaPids = ww.world.svc.running.replicas?.pids() ?? [];
         const bouncers = name === 'pgbouncer' ? [bouncer] : name.startsWith('pgbouncer') ? bouncerGroup : [];
-        const ticks = () => [...replicaPids, ...bouncers.map((b) => b.pid)].reduce<number>((sum, pid) => sum + procTicks(pid), 0);
+        const relay = relays.get(name);
+        // Whose CPU from /proc stands for the target's own: PgBouncer's processes, the relay's, or the gateway's replicas.
+        const proxyLabel = bouncers.length > 0 ? 'PgBouncer' : relay ? 'relay' : '';
+        const proxyPids = name === 'gatehouse' ? replicaPids : [...bouncers, ...(relay ? [relay.child] : [])].map((p) => p.pid!);
         const cpu = process.cpuUsage();
-        const ticksBefore = ticks();
+        const otherUsSince = cpuMeter(proxyPids);
         const run = await pgbench([...extra, ...t.args], t.env);
         const own = process.cpuUsage(cpu);
-        const otherUs = ((ticks() - ticksBefore) * 1e6) / CLOCK_TICKS;
+        const otherUs = otherUsSince();
         const used = { user: own.user, system: own.system, replicas: name === 'gatehouse' ? otherUs : 0 };
-        const bouncerUs = bouncers.length > 0 ? otherUs : 0;
+        const proxyUs = proxyLabel !== '' ? otherUs : 0;
         if (profile) console.log(`cpu profile: ${await profile(path.join(PROFILE_DIR!, `gatehouse${script}-${MODE}-${Date.now()}.cpuprofile`))}`);
         results[script]![name] = run.tps;
         const perTx =
           name === 'gatehouse' && run.transactions > 0
             ? `, gateway CPU ${((used.user + used.system + used.replicas) / run.transactions).toFixed(0)} µs/transaction (this process: user ${(used.user / run.transactions).toFixed(0)}, system ${(used.system / run.transactions).toFixed(0)}${replicaPids.length > 0 ? `; replicas ${(used.replicas / run.transactions).toFixed(0)}` : ''})`
             : '';
-        const bouncerPerTx = bouncers.length > 0 && run.transactions > 0 && bouncerUs > 0 ? `, PgBouncer CPU ${(bouncerUs / run.transactions).toFixed(0)} µs/transaction` : '';
-        console.log(`${script.padEnd(5)} ${name.padEnd(10)} ${run.tps.toFixed(0)} tps${perTx}${bouncerPerTx}`);
+        const proxyPerTx = run.transactions > 0 && proxyUs > 0 ? `, ${proxyLabel} CPU ${(proxyUs / run.transactions).toFixed(0)} µs/transaction` : '';
+        console.log(`${script.padEnd(5)} ${name.padEnd(11)} ${run.tps.toFixed(0)} tps${perTx}${proxyPerTx}`);
       }
     }
   } finally {
-    for (const b of [bouncer, ...bouncerGroup]) b.kill('SIGTERM');
+    for (const p of [bouncer, ...bouncerGroup, ...[...relays.values()].map((r) => r.child)]) p.kill('SIGTERM');
     await ww.stop();
     rmSync(dir, { recursive: true, force: true });
   }
   // PgBouncer's figure is its better configuration: one process, or one per gateway process.
   for (const r of Object.values(results)) r.pgbouncer = Math.max(r.pgbouncer ?? 0, r[`pgbouncer×${PROCESSES}`] ?? 0) || r.pgbouncer!;
   const s = results['-S']!;
-  if (s.gatehouse === undefined || s.direct === undefined || s.pgbouncer === undefined || results.tpcb!.gatehouse === undefined || results.tpcb!.direct === undefined || results.tpcb!.pgbouncer === undefined) return;
-  const vsDirect = s.gatehouse! / s.direct!;
-  const vsBouncer = s.gatehouse! / s.pgbouncer!;
   const t = results.tpcb!;
-  console.log(`\n-S   gatehouse/direct ${(vsDirect * 100).toFixed(1)}% (goal ≥ 50%) ${vsDirect >= 0.5 ? 'PASS' : 'FAIL'}`);
-  console.log(`-S   gatehouse/pgbouncer ${(vsBouncer * 100).toFixed(1)}% (goal ≥ 80%) ${vsBouncer >= 0.8 ? 'PASS' : 'FAIL'}`);
-  console.log(`tpcb gatehouse/direct ${((t.gatehouse! / t.direct!) * 100).toFixed(1)}%, gatehouse/pgbouncer ${((t.gatehouse! / t.pgbouncer!) * 100).toFixed(1)}%`);
+  console.log('');
+  if (s.gatehouse !== undefined && s.direct !== undefined && s.pgbouncer !== undefined && t.gatehouse !== undefined && t.direct !== undefined && t.pgbouncer !== undefined) {
+    const vsDirect = s.gatehouse / s.direct;
+    const vsBouncer = s.gatehouse / s.pgbouncer;
+    console.log(`-S   gatehouse/direct ${(vsDirect * 100).toFixed(1)}% (goal ≥ 50%) ${vsDirect >= 0.5 ? 'PASS' : 'FAIL'}`);
+    console.log(`-S   gatehouse/pgbouncer ${(vsBouncer * 100).toFixed(1)}% (goal ≥ 80%) ${vsBouncer >= 0.8 ? 'PASS' : 'FAIL'}`);
+    console.log(`tpcb gatehouse/direct ${((t.gatehouse / t.direct) * 100).toFixed(1)}%, gatehouse/pgbouncer ${((t.gatehouse / t.pgbouncer) * 100).toFixed(1)}%`);
+  }
+  // Informational, no goal: how far the platform itself is from PgBouncer, and how much of Gatehouse's gap is its own work.
+  for (const [a, b] of [['node-pipe', 'pgbouncer'], ['node-frames', 'pgbouncer'], ['gatehouse', 'node-frames']] as const) {
+    if (s[a] !== undefined && s[b] !== undefined) console.log(`-S   ${a}/${b} ${((s[a] / s[b]) * 100).toFixed(1)}%`);
+  }
 }
 
 main().catch((err: unknown) => {
