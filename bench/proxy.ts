@@ -20,6 +20,8 @@ const NGINX = process.env.BENCH_NGINX ?? '/usr/sbin/nginx';
 /** Extra node arguments for the Gatehouse process, e.g. `--cpu-prof --cpu-prof-dir=/tmp/prof` to profile it. */
 const GATEHOUSE_NODE_ARGS = (process.env.BENCH_NODE_ARGS ?? '').split(' ').filter((a) => a !== '');
 /** Only these cases (letters a–e), e.g. `BENCH_CASES=d` while profiling the hit path; each ratio is printed when its cases ran. */
+/** BENCH_LATENCY_DETAIL=1 prints each case's latency distribution (autocannon's whole milliseconds) as it ends. */
+const LATENCY_DETAIL = process.env.BENCH_LATENCY_DETAIL === '1';
 const CASES = new Set((process.env.BENCH_CASES ?? 'abcde').split(''));
 /**
  * Gateway processes (gateway.processes), one per core by default: how an operator runs Gatehouse on a host.
@@ -93,6 +95,12 @@ async function stop(child: ChildProcess): Promise<void> {
   clearTimeout(timer);
 }
 
+/** The request target of an absolute URL; the load generator shares the cores with the subject, so it parses once. */
+function pathAndQuery(url: string): string {
+  const u = new URL(url);
+  return u.pathname + u.search;
+}
+
 /** Runs one case; `pids` names the processes whose CPU per request is reported (the proxy's, with its workers or replicas). */
 async function load(name: string, url: string | (() => string), headers: Record<string, string> = {}, pids: number[] = []): Promise<Figures> {
   const opts = (duration: number) => {
@@ -100,13 +108,17 @@ async function load(name: string, url: string | (() => string), headers: Record<
     if (typeof url === 'string') return { ...base, url };
     // A unique query per request: every request is an origin miss.
     const first = new URL(url());
-    return { ...base, url: first.origin, requests: [{ setupRequest: (r: Record<string, unknown>) => ({ ...r, path: new URL(url()).pathname + new URL(url()).search }) }] };
+    return { ...base, url: first.origin, requests: [{ setupRequest: (r: Record<string, unknown>) => ({ ...r, path: pathAndQuery(url()) }) }] };
   };
   await autocannon(opts(WARMUP_S) as autocannon.Options);
   const tree = pids.flatMap(processTree);
   const cpu = cpuMeter(tree);
   const r = await autocannon(opts(DURATION_S) as autocannon.Options);
   const cpuUs = tree.length > 0 && r.requests.total > 0 ? cpu() / r.requests.total : null;
+  if (LATENCY_DETAIL) {
+    const l = r.latency;
+    console.log(`  ${name}: latency ms p50 ${l.p50} · p90 ${l.p90} · p97.5 ${l.p97_5} · p99 ${l.p99} · p99.9 ${l.p99_9} · max ${l.max}`);
+  }
   return { name, rps: r.requests.average, p50: r.latency.p50, p99: r.latency.p99, errors: r.errors + r.timeouts, non2xx: r.non2xx, cpuUs };
 }
 
@@ -183,6 +195,8 @@ async function startGatehouse(upstreamPort: number): Promise<{ child: ChildProce
     SERVICE_GATEWAY__EGRESS__ALLOW_PRIVATE_SOURCES: 'bench',
     SERVICE_OBSERVABILITY__LOG_LEVEL: 'warn',
     SERVICE_GATEWAY__PROCESSES: String(PROCESSES),
+    // SERVICE_* variables of the bench's environment configure Gatehouse further (e.g. SERVICE_AUDIT__BATCH_SIZE), as in bench:pgwire.
+    ...Object.fromEntries(Object.entries(process.env).filter(([name]) => name.startsWith('SERVICE_'))),
   };
   const built = existsSync(path.join(ROOT, 'dist/main.js')) && process.env.BENCH_FROM_SOURCE !== '1';
   const child = built
