@@ -7,6 +7,7 @@ import { availableParallelism, tmpdir } from 'node:os';
 import path from 'node:path';
 import { randomBytes } from 'node:crypto';
 import autocannon from 'autocannon';
+import { Pool } from 'undici';
 import { createTestDatabase } from '../test/support/pg.js';
 import { ownerToken } from '../test/support/world.js';
 import { REVOCATION_MARKER_MS } from '../src/identity/key-sessions.js';
@@ -19,9 +20,14 @@ const AUDIT_MODE = process.env.BENCH_AUDIT_MODE ?? 'buffered';
 const NGINX = process.env.BENCH_NGINX ?? '/usr/sbin/nginx';
 /** Extra node arguments for the Gatehouse process, e.g. `--cpu-prof --cpu-prof-dir=/tmp/prof` to profile it. */
 const GATEHOUSE_NODE_ARGS = (process.env.BENCH_NODE_ARGS ?? '').split(' ').filter((a) => a !== '');
-/** Only these cases (letters a–e), e.g. `BENCH_CASES=d` while profiling the hit path; each ratio is printed when its cases ran. */
 /** BENCH_LATENCY_DETAIL=1 prints each case's latency distribution (autocannon's whole milliseconds) as it ends. */
 const LATENCY_DETAIL = process.env.BENCH_LATENCY_DETAIL === '1';
+/**
+ * Seconds of the sequential latency probe (one connection, one request at a time) run after the load for (a), (c),
+ * (d) and (e); 0 skips it. It shows what a proxy adds to one request when nothing queues, in microseconds.
+ */
+const PROBE_S = Number(process.env.BENCH_PROBE_S ?? 5);
+/** Only these cases (letters a–e), e.g. `BENCH_CASES=d` while profiling the hit path; each ratio is printed when its cases ran. */
 const CASES = new Set((process.env.BENCH_CASES ?? 'abcde').split(''));
 /**
  * Gateway processes (gateway.processes), one per core by default: how an operator runs Gatehouse on a host.
@@ -250,6 +256,47 @@ async function startGatehouse(upstreamPort: number): Promise<{ child: ChildProce
   return { child, gatewayUrl, key, dir, dropDb: () => database.drop() };
 }
 
+interface Probe {
+  name: string;
+  requests: number;
+  /** Microseconds from sending a request to its last body byte. */
+  p50: number;
+  p99: number;
+  p999: number;
+}
+
+/** Latency at the given percentile of sorted samples (nearest rank). */
+function percentile(sorted: Float64Array, p: number): number {
+  return sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)]!;
+}
+
+/**
+ * One keep-alive connection, one request at a time, for PROBE_S seconds after a second of warm-up: each request's
+ * time from send to the end of its body, with nothing queued in front of it. Closed loop, so the probe's own timer
+ * jitter never enters (an open-loop pacer on this VM measured its own jitter, docs/decisions/0001).
+ */
+async function probe(name: string, url: string | (() => string), headers: Record<string, string> = {}): Promise<Probe> {
+  const next = typeof url === 'string' ? () => url : url;
+  const pool = new Pool(new URL(next()).origin, { connections: 1, pipelining: 1 });
+  const samples: number[] = [];
+  try {
+    for (const phase of ['warm-up', 'measure'] as const) {
+      const until = performance.now() + (phase === 'warm-up' ? 1000 : PROBE_S * 1000);
+      while (performance.now() < until) {
+        const started = process.hrtime.bigint();
+        const res = await pool.request({ method: 'GET', path: pathAndQuery(next()), headers });
+        await res.body.arrayBuffer();
+        if (res.statusCode !== 200) throw new Error(`${name}: status ${res.statusCode}`);
+        if (phase === 'measure') samples.push(Number(process.hrtime.bigint() - started) / 1000);
+      }
+    }
+  } finally {
+    await pool.close();
+  }
+  const sorted = Float64Array.from(samples).sort();
+  return { name, requests: sorted.length, p50: percentile(sorted, 50), p99: percentile(sorted, 99), p999: percentile(sorted, 99.9) };
+}
+
 const fmt = (n: number, d = 0) => n.toFixed(d).padStart(9);
 
 async function main(): Promise<void> {
@@ -293,6 +340,19 @@ async function main(): Promise<void> {
     if (c && e) console.log(`(c) / (e) throughput:      ${pct(c.rps, e.rps)} — Gatehouse miss against a bare Node proxy`);
     if (b && e) console.log(`(e) / (b) throughput:      ${pct(e.rps, b.rps)} — the platform's floor against nginx`);
     if (results.some((r) => r.errors > 0 || r.non2xx > 0)) console.log('WARNING: some requests failed; the figures above are not comparable');
+
+    if (PROBE_S > 0 && (a || c || d || e)) {
+      const probes: Probe[] = [];
+      if (a) probes.push(await probe('(a) upstream direct', `http://127.0.0.1:${upstreamPort}/item`));
+      if (c) probes.push(await probe('(c) gatehouse miss', () => `${gh.gatewayUrl}/proxy/bench/miss/item?n=${n++}`, auth));
+      if (d) probes.push(await probe('(d) gatehouse hit', `${gh.gatewayUrl}/proxy/bench/hit/item`, auth));
+      if (e && bare !== null) probes.push(await probe('(e) bare node proxy', () => `http://127.0.0.1:${bare.port}/miss/item?n=${n++}`));
+      console.log(`\nUnqueued latency: 1 connection, one request at a time, ${PROBE_S}s each (informational; the goal above is at ${CONNECTIONS} connections)`);
+      console.log(`${'case'.padEnd(22)}${'requests'.padStart(9)}${'p50 ms'.padStart(9)}${'p99 ms'.padStart(9)}${'p99.9 ms'.padStart(10)}`);
+      for (const r of probes) console.log(`${r.name.padEnd(22)}${fmt(r.requests)}${fmt(r.p50 / 1000, 3)}${fmt(r.p99 / 1000, 3)}${(r.p999 / 1000).toFixed(3).padStart(10)}`);
+      const [pa, pc] = [probes.find((p) => p.name.startsWith('(a)')), probes.find((p) => p.name.startsWith('(c)'))];
+      if (pa && pc) console.log(`(c) p99 overhead over (a), unqueued: ${((pc.p99 - pa.p99) / 1000).toFixed(3)} ms; p50 ${((pc.p50 - pa.p50) / 1000).toFixed(3)} ms`);
+    }
   } finally {
     if (bare !== null) await stop(bare.child);
     await stop(gh.child);
