@@ -1,7 +1,7 @@
 // The PostgreSQL wire listener (issue 8): startup, TLS negotiation, SCRAM login as an identity, source selection by database name, cancel routing, and the session's upstream connection.
 import net from 'node:net';
 import tls from 'node:tls';
-import { randomBytes, randomInt, randomUUID, timingSafeEqual } from 'node:crypto';
+import { randomBytes, randomInt, timingSafeEqual } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import type { Config } from '../../config/index.js';
 import type { Logger } from '../../observability/logger.js';
@@ -35,6 +35,7 @@ import { SCRAM_MECHANISM, ScramFailure, ScramServer, decoyVerifier } from './scr
 import { IdentityRefresher, errorFieldsOf } from './decide.js';
 import { encodingKey, isUtf8EncodingName } from '../../governance/sql/functions.js';
 import { WireRelay } from './relay.js';
+import { uuidv7 } from '../../util/uuidv7.js';
 
 export interface WireListenerDeps {
   config: Readonly<Config>;
@@ -141,7 +142,8 @@ class WireConnection {
   #upstream: UpstreamConnection | null = null;
   #relay: WireRelay | null = null;
   #pid = 0;
-  readonly #sessionId = randomUUID();
+  /** Time-ordered like HTTP request ids: a session's statement ids (`<session>:<n>`) sort after those of older sessions. */
+  readonly #sessionId = uuidv7();
   /** Statements decided so far: numbers the request ids, so an audit search by session lists them in order. */
   #statements = 0;
 

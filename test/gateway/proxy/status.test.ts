@@ -62,6 +62,18 @@ describe('2xx: upstream success passes through unchanged', () => {
     expect(entry).toMatchObject({ decision: 'allow', status: 200, upstream_status: 200, source_id: 'up', identity_id: reader.id });
   });
 
+  it('request ids are the gateway\'s own UUIDv7s, in the order the requests arrived (the audit index stays append-only)', async () => {
+    const ids: string[] = [];
+    for (let i = 0; i < 3; i++) {
+      const res = await world.proxy(reader.key, 'GET', '/proxy/up/items', { headers: { 'x-request-id': 'client-chosen' } });
+      ids.push(res.headers.get('x-request-id')!);
+      await new Promise((r) => setTimeout(r, 2));
+    }
+    for (const id of ids) expect(id).toMatch(/^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/);
+    expect([...ids].sort()).toEqual(ids);
+    expect(new Set(ids).size).toBe(3);
+  });
+
   it('201 from the upstream for a writer POST', async () => {
     const res = await world.proxy(writer.key, 'POST', '/proxy/up/created', { body: '{"a":1}', headers: { 'content-type': 'application/json' } });
     expect(res.status).toBe(201);
