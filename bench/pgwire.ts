@@ -108,20 +108,21 @@ async function main(): Promise<void> {
   const bouncer = startBouncer('pgbouncer', bouncerPort, false);
   const bouncerGroup = PROCESSES > 1 ? Array.from({ length: PROCESSES }, (_, i) => startBouncer(`pgbouncer-group-${i}`, bouncerGroupPort, true)) : [];
   const relays = new Map<string, { child: ChildProcess; port: number }>();
-  for (const mode of RELAYS) if (TARGETS.includes(mode)) relays.set(mode, await startRelay(mode));
-  await new Promise((r) => setTimeout(r, 1_000));
-
-  const targets = {
-    direct: { args: ['-h', '127.0.0.1', '-p', '5432', '-U', 'postgres', db], env: {} },
-    pgbouncer: { args: ['-h', '127.0.0.1', '-p', String(bouncerPort), '-U', 'postgres', db], env: {} },
-    ...(bouncerGroup.length > 0 ? { [`pgbouncer×${PROCESSES}`]: { args: ['-h', '127.0.0.1', '-p', String(bouncerGroupPort), '-U', 'postgres', db], env: {} } } : {}),
-    ...Object.fromEntries([...relays].map(([mode, r]) => [mode, { args: ['-h', '127.0.0.1', '-p', String(r.port), '-U', 'postgres', db], env: {} }])),
-    gatehouse: { args: ['-h', '127.0.0.1', '-p', String(ww.port), '-U', 'bench-agent', ww.sourceId], env: { PGPASSWORD: agent.key } },
-  };
   const results: Record<string, Record<string, number>> = { '-S': {}, 'tpcb': {} };
-  const audit = ww.world.svc.running.services.config.audit;
-  console.log(`pgbench -M ${MODE}, ${CLIENTS} clients, ${SECONDS} s; gateway.processes ${PROCESSES}; gateway audit durability ${audit.durability_mode}, pii default ${ww.world.svc.running.services.config.pii.default_mode}; load average ${loadavg().map((l) => l.toFixed(2)).join(' ')}`);
+  // Everything started so far is stopped in `finally`, also when a relay fails to start.
   try {
+    for (const mode of RELAYS) if (TARGETS.includes(mode)) relays.set(mode, await startRelay(mode));
+    await new Promise((r) => setTimeout(r, 1_000));
+
+    const targets = {
+      direct: { args: ['-h', '127.0.0.1', '-p', '5432', '-U', 'postgres', db], env: {} },
+      pgbouncer: { args: ['-h', '127.0.0.1', '-p', String(bouncerPort), '-U', 'postgres', db], env: {} },
+      ...(bouncerGroup.length > 0 ? { [`pgbouncer×${PROCESSES}`]: { args: ['-h', '127.0.0.1', '-p', String(bouncerGroupPort), '-U', 'postgres', db], env: {} } } : {}),
+      ...Object.fromEntries([...relays].map(([mode, r]) => [mode, { args: ['-h', '127.0.0.1', '-p', String(r.port), '-U', 'postgres', db], env: {} }])),
+      gatehouse: { args: ['-h', '127.0.0.1', '-p', String(ww.port), '-U', 'bench-agent', ww.sourceId], env: { PGPASSWORD: agent.key } },
+    };
+    const audit = ww.world.svc.running.services.config.audit;
+    console.log(`pgbench -M ${MODE}, ${CLIENTS} clients, ${SECONDS} s; gateway.processes ${PROCESSES}; gateway audit durability ${audit.durability_mode}, pii default ${ww.world.svc.running.services.config.pii.default_mode}; load average ${loadavg().map((l) => l.toFixed(2)).join(' ')}`);
     for (const [script, extra] of [['-S', ['-S']], ['tpcb', []]] as const) {
       if (!SCRIPTS.includes(script)) continue;
       for (const [name, t] of Object.entries(targets)) {
