@@ -12,6 +12,7 @@ import { createTestDatabase } from '../test/support/pg.js';
 import { ownerToken } from '../test/support/world.js';
 import { REVOCATION_MARKER_MS } from '../src/identity/key-sessions.js';
 import { cpuMeter, processTree } from './proc.js';
+import { quantile } from './stats.js';
 
 const DURATION_S = Number(process.env.BENCH_DURATION_S ?? 10);
 const WARMUP_S = 2;
@@ -265,11 +266,6 @@ interface Probe {
   p999: number;
 }
 
-/** Latency at the given percentile of sorted samples (nearest rank). */
-function percentile(sorted: Float64Array, p: number): number {
-  return sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)]!;
-}
-
 /**
  * One keep-alive connection, one request at a time, for PROBE_S seconds after a second of warm-up: each request's
  * time from send to the end of its body, with nothing queued in front of it. Closed loop, so the probe's own timer
@@ -294,7 +290,7 @@ async function probe(name: string, url: string | (() => string), headers: Record
     await pool.close();
   }
   const sorted = Float64Array.from(samples).sort();
-  return { name, requests: sorted.length, p50: percentile(sorted, 50), p99: percentile(sorted, 99), p999: percentile(sorted, 99.9) };
+  return { name, requests: sorted.length, p50: quantile(sorted, 0.5), p99: quantile(sorted, 0.99), p999: quantile(sorted, 0.999) };
 }
 
 const fmt = (n: number, d = 0) => n.toFixed(d).padStart(9);
