@@ -1,4 +1,5 @@
 // Function and setting lists that escalate a statement, and the compiled matcher the walker asks per call.
+import type { TrapCode } from './types.js';
 
 /**
  * Calls that change state although they sit in a SELECT: sequences, advisory locks, transaction ids,
@@ -148,4 +149,21 @@ export function pgBoolean(value: string): boolean | null {
   if ('true'.startsWith(v) || 'yes'.startsWith(v) || v === 'on' || v === '1') return true;
   if ('false'.startsWith(v) || 'no'.startsWith(v) || (v.length >= 2 && 'off'.startsWith(v)) || v === '0') return false;
   return null;
+}
+
+/**
+ * The session escapes of setting `name` to `value`, by SET or by set_config alike: the role or session authorization
+ * (role_change), search_path (search_path_change), client_encoding to anything but UTF8 (encoding_change; under BIG5 or
+ * GBK a character can end in the byte of a backslash), standard_conforming_strings to anything but on
+ * (string_syntax_change; off, PostgreSQL reads a backslash before a quote as an escape where the gateway reads text).
+ * A null name or value is one the caller could not read as a constant (or a RESET / DEFAULT): it may be any of them.
+ */
+export function settingChangeTraps(name: string | null, value: string | null): TrapCode[] {
+  const setting = name?.trim().toLowerCase() ?? null;
+  const traps: TrapCode[] = [];
+  if (setting === null || setting === 'role' || setting === 'session_authorization') traps.push('role_change');
+  if (setting === null || setting === 'search_path') traps.push('search_path_change');
+  if ((setting === null || setting === 'client_encoding') && (value === null || !isUtf8EncodingName(value))) traps.push('encoding_change');
+  if ((setting === null || setting === 'standard_conforming_strings') && (value === null || pgBoolean(value) !== true)) traps.push('string_syntax_change');
+  return traps;
 }

@@ -1,5 +1,5 @@
 // Statement class of one parsed statement: its kind, operation and traps, from the root node type plus the walker's facts.
-import { isUtf8EncodingName, pgBoolean, type SettingRules } from './functions.js';
+import { pgBoolean, settingChangeTraps, type SettingRules } from './functions.js';
 import { strongerOperation } from './types.js';
 import type { Operation, StatementKind, TrapCode } from './types.js';
 import type { StatementFacts } from './walk.js';
@@ -328,19 +328,9 @@ export class StatementClassifier {
         : { kind, operation: 'write', traps: ['read_write_transaction'] };
     }
     const lower = name.toLowerCase();
-    if (lower === 'role' || lower === 'session_authorization') return { kind, operation: 'admin', traps: ['role_change'] };
-    if (lower === 'search_path') return { kind, operation: 'admin', traps: ['search_path_change'] };
-    // The gateway reads statements as UTF8: under another client encoding PostgreSQL would read the same bytes as other
-    // text (a BIG5 or GBK character can end in the byte of a backslash). Only a SET to UTF8 itself is harmless.
-    if (lower === 'client_encoding') {
-      const encoding = setValue(varKind, body.args);
-      return encoding !== null && isUtf8EncodingName(encoding) ? { kind, operation: 'read', traps: [] } : { kind, operation: 'admin', traps: ['encoding_change'] };
-    }
-    // Off, PostgreSQL reads a backslash before a quote in '…' as an escape, where the gateway's parser reads it as text.
-    if (lower === 'standard_conforming_strings') {
-      const value = setValue(varKind, body.args);
-      return value !== null && pgBoolean(value) === true ? { kind, operation: 'read', traps: [] } : { kind, operation: 'admin', traps: ['string_syntax_change'] };
-    }
+    // The same rule set_config calls are held to (walk.ts): SET and set_config change the same settings.
+    const traps = settingChangeTraps(lower, setValue(varKind, body.args));
+    if (traps.length > 0) return { kind, operation: 'admin', traps };
     if (this.settings.isGuarded(lower)) return { kind, operation: 'admin', traps: ['guarded_setting'] };
     return { kind, operation: 'read', traps: [] };
   }

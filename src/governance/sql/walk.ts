@@ -1,5 +1,5 @@
 // Iterative walk of one parsed statement: every table (through CTE scopes), columns, functions, and the facts the traps need.
-import { isUtf8EncodingName, pgBoolean, type FunctionRules } from './functions.js';
+import { settingChangeTraps, type FunctionRules } from './functions.js';
 import type { TrapCode } from './types.js';
 
 type Json = Record<string, unknown>;
@@ -96,21 +96,10 @@ function constantText(v: unknown): string | null {
   return null;
 }
 
-/**
- * The session escapes a `set_config(name, value, local)` call may make, as SET would: the role or session
- * authorization, search_path, client_encoding to anything but UTF8, standard_conforming_strings off. A name or value
- * the walker cannot read as a constant may be any of them.
- */
+/** The session escapes a `set_config(name, value, local)` call may make, as SET would (settingChangeTraps). */
 function setConfigTraps(call: Json): TrapCode[] {
   const [name, value] = asArray(call.args);
-  const setting = constantText(name)?.trim().toLowerCase() ?? null;
-  const encoding = constantText(value); // the value, read as an encoding or a boolean by the setting it is for
-  const traps: TrapCode[] = [];
-  if (setting === null || setting === 'role' || setting === 'session_authorization') traps.push('role_change');
-  if (setting === null || setting === 'search_path') traps.push('search_path_change');
-  if ((setting === null || setting === 'client_encoding') && (encoding === null || !isUtf8EncodingName(encoding))) traps.push('encoding_change');
-  if ((setting === null || setting === 'standard_conforming_strings') && (encoding === null || pgBoolean(encoding) !== true)) traps.push('string_syntax_change');
-  return traps;
+  return settingChangeTraps(constantText(name), constantText(value));
 }
 
 function aliasName(body: Json): string | null {
