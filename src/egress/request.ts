@@ -83,13 +83,10 @@ export async function upstreamRequest(opts: UpstreamRequestOptions): Promise<Ups
     }
   });
   const resHeaders = wire.headers;
-  // `identity` says nothing about the body; dropping it keeps "no content-encoding" meaning "body is plain".
-  if (wire.codings.length === 0) {
-    delete resHeaders['content-encoding'];
-    return { status: wire.status, headers: resHeaders, body: wire.body, wireBytes: wire.body.length, decoded: [] };
-  }
-  const body = await decodeBody(wire.body, wire.codings, opts.maxResponseBytes);
+  // The body returned is plain: "no content-encoding" must mean that (`identity` says nothing about the body either).
   delete resHeaders['content-encoding'];
+  if (wire.codings.length === 0) return { status: wire.status, headers: resHeaders, body: wire.body, wireBytes: wire.body.length, decoded: [] };
+  const body = await decodeBody(wire.body, wire.codings, opts.maxResponseBytes);
   delete resHeaders['content-length'];
   return { status: wire.status, headers: resHeaders, body, wireBytes: wire.body.length, decoded: wire.codings };
 }
