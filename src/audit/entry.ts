@@ -104,7 +104,6 @@ const UUID_RE = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/
 const TS_RE = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/;
 /** The longest text an entry field holds; longer statement texts are cut to it (boundedAuditText). */
 export const AUDIT_TEXT_MAX = 16_384;
-const TEXT_MAX = AUDIT_TEXT_MAX;
 /** The most elements an entry's text arrays (tables, reasons) hold. */
 export const AUDIT_ARRAY_MAX = 1_000;
 
@@ -121,11 +120,11 @@ const intOrNull = (v: unknown): boolean => v === null || int4(v);
 const count = (v: unknown): boolean => int4(v) && (v as number) >= 0;
 /** `bigint` columns (bytes in and out): any non-negative safe integer. */
 const bigCount = (v: unknown): boolean => Number.isSafeInteger(v) && (v as number) >= 0;
-const textOrNull = (v: unknown): boolean => v === null || (typeof v === 'string' && v.length <= TEXT_MAX);
+const textOrNull = (v: unknown): boolean => v === null || (typeof v === 'string' && v.length <= AUDIT_TEXT_MAX);
 
 function textArray(v: unknown): boolean {
   if (!Array.isArray(v) || v.length > AUDIT_ARRAY_MAX) return false;
-  for (const s of v) if (typeof s !== 'string' || s.length > TEXT_MAX) return false;
+  for (const s of v) if (typeof s !== 'string' || s.length > AUDIT_TEXT_MAX) return false;
   return true;
 }
 
