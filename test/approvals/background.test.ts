@@ -1,6 +1,6 @@
 // The background paths through the real roles: the worker's approvals-sweep task expires pending approvals on its own (and notifies), and the admin's recovery loop executes an approved-but-never-claimed request once.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import pg from 'pg';
+import type pg from 'pg';
 import { startWorld, type World } from '../support/world.js';
 import { startRecordingUpstream, type RecordingUpstream } from '../gateway/proxy/support.js';
 import { startFakeSlack, type FakeSlack } from '../notify/fake-slack.js';
@@ -29,8 +29,7 @@ beforeAll(async () => {
   await world.httpSource('up', `${upstream.base}/base/`);
   await world.policy({ name: 'writes need approval', conditions: { source_ids: ['up'], methods: ['PUT'] }, actions: { effect: 'require_approval' } });
   writer = await world.agent('writer-agent', [{ source_id: 'up', role_key: 'writer' }]);
-  db = new pg.Client({ connectionString: world.svc.database!.url });
-  await db.connect();
+  db = await world.svc.database!.connect();
 });
 
 afterAll(async () => {

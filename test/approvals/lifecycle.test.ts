@@ -1,6 +1,6 @@
 // Approvals end to end (issue 7): write → 202 → approve → executed exactly once upstream with the Idempotency-Key → the agent reads the result; reject, expiry, concurrent approvals, revoked grants, crash recovery, admin shapes, and Slack on the side.
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import pg from 'pg';
+import type pg from 'pg';
 import { adminToken, startWorld, answer, type World } from '../support/world.js';
 import { startRecordingUpstream, sendJson, type RecordingUpstream } from '../gateway/proxy/support.js';
 import { startFakeSlack, type FakeSlack } from '../notify/fake-slack.js';
@@ -52,8 +52,7 @@ beforeAll(async () => {
   await world.policy({ name: 'writes need approval', conditions: { source_ids: ['up'], methods: ['POST'] }, actions: { effect: 'require_approval' } });
   writer = await world.agent('writer-agent', [{ source_id: 'up', role_key: 'writer' }]);
   other = await world.agent('other-agent', [{ source_id: 'up', role_key: 'writer' }]);
-  db = new pg.Client({ connectionString: world.svc.database!.url });
-  await db.connect();
+  db = await world.svc.database!.connect();
 });
 
 afterAll(async () => {

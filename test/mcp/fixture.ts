@@ -83,8 +83,7 @@ export async function startMcpWorld(): Promise<McpWorld> {
     async audit(where = 'true', params = []) {
       await new Promise((r) => setTimeout(r, 50));
       await world.svc.running.services.audit.flush();
-      const c = new pg.Client({ connectionString: world.svc.database!.url });
-      await c.connect();
+      const c = await world.svc.database!.connect();
       try {
         return (await c.query(`select * from audit_entries where channel = 'mcp' and (${where}) order by ts, id`, params)).rows as Array<Record<string, unknown>>;
       } finally {

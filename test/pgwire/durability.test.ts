@@ -1,6 +1,6 @@
 // Strict audit durability on the wire: when a statement's answer (CommandComplete / ReadyForQuery, or its refusal) reaches the client, its audit entry is already stored.
 import { afterAll, beforeAll, expect, test } from 'vitest';
-import pg from 'pg';
+import type pg from 'pg';
 import { startWireWorld, type WireWorld } from './fixture.js';
 
 let ww: WireWorld;
@@ -10,8 +10,7 @@ let auditDb: pg.Client;
 beforeAll(async () => {
   ww = await startWireWorld({ sourceId: 'dursrc', env: { SERVICE_AUDIT__DURABILITY_MODE: 'strict' } });
   agent = await ww.world.agent('wire-durable', [{ source_id: ww.sourceId, role_key: 'reader' }]);
-  auditDb = new pg.Client({ connectionString: ww.world.svc.database!.url });
-  await auditDb.connect();
+  auditDb = await ww.world.svc.database!.connect();
 }, 60_000);
 afterAll(async () => {
   await auditDb?.end();
@@ -55,8 +54,7 @@ test('a statement whose entry cannot be recorded does not report success: 57P03,
     sourceId: 'dursrc2',
     env: { SERVICE_AUDIT__DURABILITY_MODE: 'strict', SERVICE_AUDIT__SPOOL__MAX_BYTES: '1', SERVICE_AUDIT__SPOOL__SEGMENT_BYTES: '1' },
   });
-  const control = new pg.Client({ connectionString: broken.world.svc.database!.url });
-  await control.connect();
+  const control = await broken.world.svc.database!.connect();
   try {
     const a = await broken.world.agent('wire-undurable', [{ source_id: broken.sourceId, role_key: 'reader' }]);
     const c = await broken.client('wire-undurable', a.key);

@@ -85,8 +85,7 @@ export async function wireAudit(ww: WireWorld): Promise<Array<Record<string, unk
   await new Promise((r) => setTimeout(r, 100));
   await services.audit.flush();
   return ww.direct(async () => {
-    const c = new pg.Client({ connectionString: ww.world.svc.database!.url });
-    await c.connect();
+    const c = await ww.world.svc.database!.connect();
     try {
       return (await c.query("select * from audit_entries where channel = 'pgwire' order by ts, id")).rows as Array<Record<string, unknown>>;
     } finally {

@@ -22,8 +22,7 @@ beforeAll(async () => {
   ww = await startWireWorld({ sourceId: 'revsrc' });
   replica = await startTestService({ database: ww.world.svc.database!, env: ww.world.svc.env });
   await waitFor(() => replica.running.services.registry.get(ww.sourceId) !== undefined, 5_000, 'the replica knows the source');
-  control = new pg.Client({ connectionString: ww.world.svc.database!.url });
-  await control.connect();
+  control = await ww.world.svc.database!.connect();
 }, 60_000);
 
 afterAll(async () => {

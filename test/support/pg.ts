@@ -16,6 +16,8 @@ const ADMIN_URL = `postgres://postgres@${TEST_PG_HOST}:${TEST_PG_PORT}/postgres`
 export interface TestDatabase {
   url: string;
   name: string;
+  /** A client connected to this database (the test ends it). */
+  connect(): Promise<pg.Client>;
   drop(): Promise<void>;
 }
 
@@ -34,9 +36,15 @@ export async function createTestDatabase(): Promise<TestDatabase> {
   const name = `gh_test_${Date.now().toString(36)}_${randomBytes(4).toString('hex')}`;
   await withAdminClient((c) => c.query(`create database "${name}"`));
   let dropped = false;
+  const url = `postgres://postgres@${TEST_PG_HOST}:${TEST_PG_PORT}/${name}`;
   return {
     name,
-    url: `postgres://postgres@${TEST_PG_HOST}:${TEST_PG_PORT}/${name}`,
+    url,
+    async connect() {
+      const client = new pg.Client({ connectionString: url });
+      await client.connect();
+      return client;
+    },
     async drop() {
       if (dropped) return;
       dropped = true;

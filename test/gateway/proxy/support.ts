@@ -1,7 +1,6 @@
 // Shared fixtures of the proxy route suites: a loopback upstream that records what it received (headers, query, body), a closed port, and audit lookups.
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import pg from 'pg';
 import type { World } from '../../support/world.js';
 
 export interface Received {
@@ -90,8 +89,7 @@ export interface AuditRow {
 /** Every audit entry recorded for a request id, after the writer has flushed. */
 export async function auditEntries(world: World, requestId: string): Promise<AuditRow[]> {
   await world.svc.running.services.audit.flush();
-  const client = new pg.Client({ connectionString: world.svc.database!.url });
-  await client.connect();
+  const client = await world.svc.database!.connect();
   try {
     const { rows } = await client.query<AuditRow>('select * from audit_entries where request_id = $1', [requestId]);
     return rows;
