@@ -315,53 +315,48 @@ describe('COPY interrupted mid-stream', () => {
     return writer;
   }
 
-  it('a dropped connection mid-COPY stores nothing; the writer spools the batch and replays it once', async () => {
+  /**
+   * A batch of 2,000 entries buffered by a writer (insert timeout `insertTimeoutMs`) whose COPY stalls after 64 KiB;
+   * `interrupt` flushes it and breaks the COPY its way. Then, whatever the way: the batch is spooled, the server's
+   * COPY ends with nothing stored, and once PostgreSQL is reachable again the spool replays every entry once.
+   */
+  async function interruptedCopy(prefix: string, insertTimeoutMs: number, interrupt: (flush: () => Promise<void>) => Promise<void>): Promise<void> {
     const spool = await tempSpoolDir();
-    const writer = await bufferedWriter(spool.dir, 10_000);
+    const writer = await bufferedWriter(spool.dir, insertTimeoutMs);
     try {
-      const batch = bigBatch('cut-');
+      const batch = bigBatch(prefix);
       for (const e of batch) await writer.write(e);
       proxy.stallAfter(64 * 1024);
-      const flushed = writer.flush();
+      await interrupt(() => writer.flush());
+      expect(writer.stats()).toMatchObject({ postgres_available: false, spooled_entries: batch.length });
+      await waitFor(async () => (await copyBackends()) === 0, 10_000, 'the server to end the COPY');
+      expect(await countLike(prefix)).toEqual({ total: 0, distinct: 0 });
+
+      proxy.restore();
+      await waitFor(() => writer.stats().spooled_entries === 0 && writer.stats().postgres_available, 20_000, 'the spool to replay');
+      expect(await countLike(prefix)).toEqual({ total: batch.length, distinct: batch.length });
+    } finally {
+      proxy.restore();
+      await writer.close();
+      await spool.remove();
+    }
+  }
+
+  it('a dropped connection mid-COPY stores nothing; the writer spools the batch and replays it once', async () => {
+    await interruptedCopy('cut-', 10_000, async (flush) => {
+      const flushed = flush();
       await waitFor(async () => (await copyBackends()) === 1, 10_000, 'the COPY to be under way on the server');
       proxy.cut();
       await flushed;
-      expect(writer.stats()).toMatchObject({ postgres_available: false, spooled_entries: batch.length });
-      await waitFor(async () => (await copyBackends()) === 0, 10_000, 'the server to abort the COPY');
-      expect(await countLike('cut-')).toEqual({ total: 0, distinct: 0 });
-
-      proxy.restore();
-      await waitFor(() => writer.stats().spooled_entries === 0 && writer.stats().postgres_available, 20_000, 'the spool to replay');
-      expect(await countLike('cut-')).toEqual({ total: batch.length, distinct: batch.length });
-    } finally {
-      proxy.restore();
-      await writer.close();
-      await spool.remove();
-    }
+    });
   }, 60_000);
 
   it('a COPY that hangs is abandoned at the insert timeout: its connection is destroyed, nothing is stored, the batch is spooled', async () => {
-    const spool = await tempSpoolDir();
-    const writer = await bufferedWriter(spool.dir, 1_000);
-    try {
-      const batch = bigBatch('hang-');
-      for (const e of batch) await writer.write(e);
-      proxy.stallAfter(64 * 1024);
+    await interruptedCopy('hang-', 1_000, async (flush) => {
       const started = Date.now();
-      await writer.flush();
+      await flush();
       expect(Date.now() - started).toBeLessThan(5_000);
-      expect(writer.stats()).toMatchObject({ postgres_available: false, spooled_entries: batch.length });
       // Destroying the client closes the socket; the server sees the connection go and aborts the COPY.
-      await waitFor(async () => (await copyBackends()) === 0, 10_000, 'the hung COPY backend to end');
-      expect(await countLike('hang-')).toEqual({ total: 0, distinct: 0 });
-
-      proxy.restore();
-      await waitFor(() => writer.stats().spooled_entries === 0 && writer.stats().postgres_available, 20_000, 'the spool to replay');
-      expect(await countLike('hang-')).toEqual({ total: batch.length, distinct: batch.length });
-    } finally {
-      proxy.restore();
-      await writer.close();
-      await spool.remove();
-    }
+    });
   }, 60_000);
 });
