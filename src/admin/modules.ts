@@ -1,21 +1,11 @@
 // The admin listener's feature modules, registered in this order; each module adds its routes through the shared ApiRegistry.
-import type { FastifyInstance } from 'fastify';
-import type { ApiRegistry } from './api/route.js';
-import type { Services } from '../runtime/services.js';
+import type { AdminModule } from './module.js';
 import { adminAuthModule } from './auth/module.js';
 import { resourcesModule } from './api/resources.js';
 import { policyModule } from '../policy/routes.js';
 import { auditModule } from './api/audit.js';
 import { approvalsModule } from '../approvals/routes.js';
 import { overviewModule } from './console/overview.js';
-
-export interface AdminModuleContext {
-  app: FastifyInstance;
-  api: ApiRegistry;
-  services: Services;
-}
-
-export type AdminModule = (ctx: AdminModuleContext) => Promise<void> | void;
 
 /** Order matters: authentication first, so its hooks guard every route registered after it. */
 export const adminModules: AdminModule[] = [adminAuthModule, resourcesModule(), policyModule, auditModule, approvalsModule, overviewModule];

@@ -1,7 +1,7 @@
 // The approvals admin module (spec §4 /api/approvals…): list, read, approve and reject, plus the admin-side recovery loop for decided-but-never-claimed approvals.
 import type { FastifyRequest } from 'fastify';
 import { z } from 'zod';
-import type { AdminModule } from '../admin/modules.js';
+import type { AdminModule } from '../admin/module.js';
 import { intId } from '../admin/api/route.js';
 import { adminOf, requirePermission } from '../admin/auth/principal.js';
 import { auditOf } from '../admin/auth/routes.js';

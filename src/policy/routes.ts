@@ -1,7 +1,7 @@
 // The policy admin module: /api/policies CRUD, dry-run, import preview/apply, compat preview, and the console form endpoints of spec §4 (answering JSON for now).
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { z } from 'zod';
-import type { AdminModule, AdminModuleContext } from '../admin/modules.js';
+import type { AdminModule, AdminModuleContext } from '../admin/module.js';
 import { intId } from '../admin/api/route.js';
 import { parseOrThrow, validationError } from '../http/validation.js';
 import type { ValidationErrorItem } from '../http/validation.js';

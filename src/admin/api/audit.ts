@@ -4,7 +4,7 @@ import type { FastifyReply, FastifyRequest } from 'fastify';
 import { registerAuditRoutes } from '../../audit/routes.js';
 import type { AuditDatabase } from '../../audit/schema.js';
 import { requirePermission } from '../auth/principal.js';
-import type { AdminModule } from '../modules.js';
+import type { AdminModule } from '../module.js';
 
 export const auditModule: AdminModule = ({ app, services }) => {
   const check = requirePermission('audit:read');

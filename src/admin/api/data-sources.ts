@@ -14,7 +14,7 @@ import { agentAuthDeps, revokeIdentityKeySessions } from '../../identity/index.j
 import { GatehouseError } from '../../errors/registry.js';
 import { ConflictError } from '../../store/errors.js';
 import { requirePermission } from '../auth/principal.js';
-import type { AdminModuleContext } from '../modules.js';
+import type { AdminModuleContext } from '../module.js';
 import { validationError, validationItems, type ValidationErrorItem } from '../../http/validation.js';
 import { audit, given, iso, metadataSchema, notFound, sourceIdSchema } from './shared.js';
 

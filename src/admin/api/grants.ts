@@ -8,7 +8,7 @@ import { createGrant, deleteGrant, getGrantById, listGrantsForIdentity, listGran
 import { defaultRoles, roleRulesSchema } from '../../governance/source-roles.js';
 import { agentAuthDeps, revokeIdentityKeySessions } from '../../identity/index.js';
 import { requirePermission } from '../auth/principal.js';
-import type { AdminModuleContext } from '../modules.js';
+import type { AdminModuleContext } from '../module.js';
 import { intId } from './route.js';
 import { validationError } from '../../http/validation.js';
 import { sourceParams } from './data-sources.js';

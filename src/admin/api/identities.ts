@@ -5,7 +5,7 @@ import { createIdentity, deleteIdentity, getIdentityById, listIdentities, update
 import { customKeyProblem, generateApiKey, keyMaterial } from '../../identity/keys.js';
 import { agentAuthDeps, revokeKeySessions } from '../../identity/index.js';
 import { requirePermission } from '../auth/principal.js';
-import type { AdminModule } from '../modules.js';
+import type { AdminModule } from '../module.js';
 import { intId } from './route.js';
 import { audit, given, iso, metadataSchema, notFound } from './shared.js';
 

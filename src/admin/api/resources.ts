@@ -1,6 +1,6 @@
 // The admin module for identities, data sources, connectors, role records and grants: builds their shared dependencies once and registers the routes.
 import { defaultConnectors, type ConnectorRegistry, type SecretResolver } from '../../connectors/registry.js';
-import type { AdminModule } from '../modules.js';
+import type { AdminModule } from '../module.js';
 import { identitiesModule } from './identities.js';
 import { buildDataSourceRoutes } from './data-sources.js';
 import { buildGrantRoutes } from './grants.js';

@@ -16,7 +16,7 @@ import type { AdminToken, AdminUser } from '../../store/schema.js';
 import type { Db } from '../../store/repos/util.js';
 import { intId } from '../api/route.js';
 import { validationError } from '../../http/validation.js';
-import type { AdminModuleContext } from '../modules.js';
+import type { AdminModuleContext } from '../module.js';
 import { adminRoles, hasPermission } from './permissions.js';
 import { adminOf, requirePermission } from './principal.js';
 import { hashPassword, passwordProblems } from './passwords.js';

@@ -1,7 +1,7 @@
 // The admin authentication module: cookie and form parsing, the bootstrap owner, the request guard, and the auth, admin-user and API-token routes.
 import cookiePlugin from '@fastify/cookie';
 import formbody from '@fastify/formbody';
-import type { AdminModule } from '../modules.js';
+import type { AdminModule } from '../module.js';
 import { ensureBootstrapOwner } from './bootstrap.js';
 import { installAdminGuard } from './guard.js';
 import { registerAuthRoutes } from './routes.js';

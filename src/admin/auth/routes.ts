@@ -3,7 +3,7 @@ import type { FastifyReply, FastifyRequest } from 'fastify';
 import { z } from 'zod';
 import { GatehouseError } from '../../errors/registry.js';
 import { getAdminUserById, getAdminUserByUsername, recordAdminLogin, setAdminPassword } from '../../store/repos/admin-users.js';
-import type { AdminModuleContext } from '../modules.js';
+import type { AdminModuleContext } from '../module.js';
 import type { AdminAuditEvent } from '../audit-events.js';
 import { validationError } from '../../http/validation.js';
 import { adminOf } from './principal.js';

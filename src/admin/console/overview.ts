@@ -1,6 +1,6 @@
 // The console's overview page (GET /dashboard/overview, where sign-in lands): counts, readiness and where to go next, server-rendered with every value escaped.
 import { sql } from 'kysely';
-import type { AdminModule } from '../modules.js';
+import type { AdminModule } from '../module.js';
 import { adminOf } from '../auth/principal.js';
 import { sessionOf } from '../auth/guard.js';
 import { escapeHtml, page } from '../auth/pages.js';
