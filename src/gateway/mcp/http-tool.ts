@@ -4,6 +4,7 @@ import { GatehouseError } from '../../errors/registry.js';
 import { FORWARDED_REQUEST_HEADERS, runHttpPipeline, type HttpExecution } from '../../pipeline/http.js';
 import { SOURCE_ID_PATTERN, SOURCE_ID_RULE, governedRequest, structuredResult, type ToolDefinition } from './context.js';
 import { queuedOutcome } from './queued.js';
+import { MAX_JSON_DEPTH, jsonDeeperThan } from '../../util/json-depth.js';
 
 const JSON_LIKE = /^application\/([a-z0-9.+-]*\+)?json/i;
 const TEXT_LIKE = /^(text\/|application\/(xml|xhtml\+xml|javascript|x-www-form-urlencoded|csv)|[^;]*\+xml)/i;
@@ -43,14 +44,16 @@ function queryString(q: z.output<typeof httpRequestSchema>['query']): string {
 
 function renderBody(body: Buffer, contentType: string): { body: unknown; body_encoding: 'json' | 'utf8' | 'base64' } {
   if (body.length === 0) return { body: null, body_encoding: 'utf8' };
-  if (JSON_LIKE.test(contentType)) {
+  const text = body.toString('utf8');
+  // An upstream body nested past the bound is shown as text: the tool result is serialised recursively.
+  if (JSON_LIKE.test(contentType) && !jsonDeeperThan(text, MAX_JSON_DEPTH)) {
     try {
-      return { body: JSON.parse(body.toString('utf8')), body_encoding: 'json' };
+      return { body: JSON.parse(text), body_encoding: 'json' };
     } catch {
       // Redaction already rewrote what it could; an invalid JSON body is shown as text.
     }
   }
-  if (JSON_LIKE.test(contentType) || TEXT_LIKE.test(contentType)) return { body: body.toString('utf8'), body_encoding: 'utf8' };
+  if (JSON_LIKE.test(contentType) || TEXT_LIKE.test(contentType)) return { body: text, body_encoding: 'utf8' };
   return { body: body.toString('base64'), body_encoding: 'base64' };
 }
 

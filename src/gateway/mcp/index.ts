@@ -10,6 +10,7 @@ import type { McpDeps, ToolCaller } from './context.js';
 import { buildToolset } from './tools.js';
 import { handleStreamableRequest } from './streamable.js';
 import { registerLegacyRoutes } from './legacy.js';
+import { MAX_JSON_DEPTH, jsonDeeperThan } from '../../util/json-depth.js';
 
 export { buildToolset, TOOL_NAMES, type Toolset } from './tools.js';
 export type { McpDeps, ToolCaller } from './context.js';
@@ -45,6 +46,15 @@ export async function registerMcpRoutes(app: FastifyInstance, services: Services
         }
         throw err;
       }
+    });
+
+    // Bodies nested deeper than the bound are refused before JSON.parse, and so before the MCP SDK, zod or any other
+    // recursive walk could exhaust the stack (docs/mcp.md "Limits").
+    const parseJson = app.getDefaultJsonParser('error', 'error');
+    scope.removeContentTypeParser('application/json');
+    scope.addContentTypeParser('application/json', { parseAs: 'string' }, (req, body, done) => {
+      if (jsonDeeperThan(body as string, MAX_JSON_DEPTH)) return done(new GatehouseError('invalid_request', `The JSON body is nested deeper than ${MAX_JSON_DEPTH} levels.`), undefined);
+      parseJson(req, body as string, done);
     });
 
     scope.post('/mcp', (req, reply) => handleStreamableRequest(deps, toolset, callerOf(req), req, reply));
