@@ -1,17 +1,23 @@
 // The admin listener (spec §4 Admin): health, readiness and the console entry now; the JSON API, auth and console pages register here.
-import type { FastifyInstance } from 'fastify';
+import type { FastifyInstance, RouteOptions } from 'fastify';
 import { createHttpServer } from '../http/server.js';
 import { registerHealthRoutes } from '../health/routes.js';
-import { errorRegistry, isGatehouseError } from '../errors/registry.js';
+import { errorRegistry, isGatehouseError, type GatehouseError } from '../errors/registry.js';
 import type { Services } from '../runtime/services.js';
 import { ApiRegistry } from './api/route.js';
 import { storeErrorAsHttp } from './api/shared.js';
+import { malformedJsonError } from '../http/validation.js';
 import { adminModules } from './modules.js';
 
 /** The admin API description version (spec §9). */
 export const ADMIN_API_VERSION = '1.0.0rc13';
 
-export async function buildAdminApp(services: Services): Promise<FastifyInstance> {
+export interface AdminAppOptions {
+  /** Sees every route as it is registered (the OpenAPI coverage test lists them with it). */
+  onRoute?: (route: RouteOptions) => void;
+}
+
+export async function buildAdminApp(services: Services, opts: AdminAppOptions = {}): Promise<FastifyInstance> {
   const { config } = services;
   const app = createHttpServer({
     log: services.log.child({ listener: 'admin' }),
@@ -20,9 +26,13 @@ export async function buildAdminApp(services: Services): Promise<FastifyInstance
     trustProxy: config.gateway.trust_proxy,
     idleTimeoutMs: config.gateway.timeouts.client_idle_ms,
   });
+  if (opts.onRoute) app.addHook('onRoute', opts.onRoute);
   setAdminErrorHandler(app);
   registerHealthRoutes(app, services.readiness, { details: config.observability.readiness_details });
-  app.get('/', async (_req, reply) => reply.redirect('/dashboard/overview', 302).type('text/html; charset=utf-8'));
+  // Spec §4: the redirect is an HTML answer (a tiny link body, so the content type is not dropped with an empty body).
+  app.get('/', async (_req, reply) =>
+    reply.code(302).header('location', '/dashboard/overview').type('text/html; charset=utf-8').send('<!doctype html><a href="/dashboard/overview">Overview</a>\n'),
+  );
   const api = new ApiRegistry();
   for (const mod of adminModules) await mod({ app, api, services });
   app.get('/api/openapi.json', async () => api.openapi({ title: 'Gatehouse admin API', version: ADMIN_API_VERSION }));
@@ -35,7 +45,7 @@ export function setAdminErrorHandler(app: FastifyInstance): void {
     void reply.code(404).send({ detail: 'Not found' });
   });
   app.setErrorHandler((raw, req, reply) => {
-    const err = storeErrorAsHttp(raw) ?? raw;
+    const err = storeErrorAsHttp(raw) ?? jsonBodyErrorAsValidation(raw) ?? raw;
     if (isGatehouseError(err)) {
       if (err.retryAfterSeconds !== undefined) void reply.header('retry-after', String(err.retryAfterSeconds));
       const body = err.code === 'validation_failed' && err.details?.detail ? { detail: err.details.detail } : { detail: err.message, code: err.code };
@@ -49,4 +59,12 @@ export function setAdminErrorHandler(app: FastifyInstance): void {
     req.log.error({ err }, 'unhandled admin error');
     return reply.code(500).send({ detail: errorRegistry.internal.message });
   });
+}
+
+/** Fastify's JSON parser errors as the 422 validation shape (spec §4: invalid input gives 422), not a bare 400. */
+function jsonBodyErrorAsValidation(err: unknown): GatehouseError | null {
+  const code = (err as { code?: unknown } | null)?.code;
+  if (code === 'FST_ERR_CTP_INVALID_JSON_BODY') return malformedJsonError();
+  if (code === 'FST_ERR_CTP_EMPTY_JSON_BODY') return malformedJsonError(true);
+  return null;
 }

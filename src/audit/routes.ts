@@ -28,12 +28,12 @@ const filterSchema = z.object({
   request_id: z.string().min(1).max(256).optional(),
 });
 
-const searchSchema = filterSchema.extend({
+export const auditSearchQuery = filterSchema.extend({
   limit: z.coerce.number().int().min(1).max(SEARCH_MAX_LIMIT).default(SEARCH_DEFAULT_LIMIT),
   cursor: z.string().min(1).max(1024).optional(),
 });
 
-const exportSchema = filterSchema.extend({ format: z.enum(['csv', 'jsonl']).default('jsonl') });
+export const auditExportQuery = filterSchema.extend({ format: z.enum(['csv', 'jsonl']).default('jsonl') });
 
 function parseQuery<S extends z.ZodType>(schema: S, req: FastifyRequest, reply: FastifyReply): z.output<S> | null {
   const query = req.query as Record<string, unknown>;
@@ -41,7 +41,7 @@ function parseQuery<S extends z.ZodType>(schema: S, req: FastifyRequest, reply: 
   const single = Object.fromEntries(Object.entries(query ?? {}).map(([k, v]) => [k, Array.isArray(v) ? v[v.length - 1] : v]));
   const parsed = schema.safeParse(single);
   if (!parsed.success) {
-    void reply.code(422).send({ detail: validationItems('query', parsed.error) });
+    void reply.code(422).send({ detail: validationItems('query', parsed.error, single) });
     return null;
   }
   return parsed.data;
@@ -54,7 +54,7 @@ export function registerAuditRoutes(app: FastifyInstance, deps: AuditRouteDeps):
   };
 
   app.get('/api/audit', { preHandler }, async (req, reply) => {
-    const q = parseQuery(searchSchema, req, reply);
+    const q = parseQuery(auditSearchQuery, req, reply);
     if (!q) return reply;
     if (q.cursor) {
       try {
@@ -68,7 +68,7 @@ export function registerAuditRoutes(app: FastifyInstance, deps: AuditRouteDeps):
   });
 
   app.get('/api/audit/export', { preHandler }, async (req, reply) => {
-    const q = parseQuery(exportSchema, req, reply);
+    const q = parseQuery(auditExportQuery, req, reply);
     if (!q) return reply;
     const { format, ...filters } = q;
     const stamp = new Date().toISOString().replace(/[:.]/g, '-');

@@ -5,6 +5,8 @@ import { startWorld, type Answer } from '../support/world.js';
 
 export interface ResourceFixture {
   svc: TestService;
+  /** The owner's admin API token (Bearer). */
+  token: string;
   api(method: string, path: string, json?: unknown): Promise<Answer>;
   /** Every response body seen by this fixture, for the "no secret in any response" scan. */
   bodies: string[];
@@ -18,6 +20,7 @@ export async function startResourceFixture(env: Record<string, string> = {}): Pr
   const bodies: string[] = [];
   return {
     svc: world.svc,
+    token: world.token,
     bodies,
     get audits() {
       return world.audits.map((event) => JSON.stringify(event));

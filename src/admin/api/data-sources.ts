@@ -332,7 +332,7 @@ export function buildDataSourceRoutes(ctx: AdminModuleContext, connectors: Conne
         const candidate = carryMaskedCredentials(body.connection_config ?? before.connection_config, before.connection_config, connector.credentials);
         const r = connector.configSchema.safeParse(candidate);
         if (!r.success) {
-          throw validationError(validationItems('body', r.error).map((i) => ({ ...i, loc: ['body', 'connection_config', ...i.loc.slice(1)] })));
+          throw validationError(validationItems('body', r.error, candidate).map((i) => ({ ...i, loc: ['body', 'connection_config', ...i.loc.slice(1)] })));
         }
         config = r.data as JsonObject;
       }

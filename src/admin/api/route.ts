@@ -30,6 +30,19 @@ interface RecordedRoute {
   body?: z.ZodType;
   response?: z.ZodType;
   successStatus: number;
+  /** Media types of a 2xx body that is not one JSON document (a streamed export). */
+  produces?: string[];
+}
+
+/** A route whose handler is registered elsewhere (it streams, or lives outside admin/): described here so the document lists it. */
+export interface DescribedRoute {
+  method: HttpMethod;
+  url: string;
+  summary: string;
+  tags?: string[];
+  query?: z.ZodType;
+  response?: z.ZodType;
+  produces?: string[];
 }
 
 /** Collects route declarations so the OpenAPI document is generated from the very schemas that validate. */
@@ -57,7 +70,7 @@ export class ApiRegistry {
           if (!schema) return undefined as z.output<S>;
           const r = schema.safeParse(where === 'body' && value === undefined ? undefined : value);
           if (r.success) return r.data;
-          items.push(...validationItems(where, r.error));
+          items.push(...validationItems(where, r.error, value));
           return undefined as z.output<S>;
         };
         const params = parse(spec.params, 'path', req.params);
@@ -69,6 +82,15 @@ export class ApiRegistry {
         return reply.code(spec.successStatus ?? 200).send(result);
       },
     });
+  }
+
+  /** Adds a route registered directly on fastify to the document, from the schemas its handler validates with. */
+  describe(route: DescribedRoute): void {
+    const recorded: RecordedRoute = { method: route.method, url: route.url, summary: route.summary, tags: route.tags ?? [], successStatus: 200 };
+    if (route.query) recorded.query = route.query;
+    if (route.response) recorded.response = route.response;
+    if (route.produces) recorded.produces = route.produces;
+    this.routes.push(recorded);
   }
 
   /** The OpenAPI 3.1 document served at /api/openapi.json. */
@@ -89,7 +111,9 @@ export class ApiRegistry {
       if (parameters.length > 0) op.parameters = parameters;
       if (r.body) op.requestBody = { required: true, content: { 'application/json': { schema: toJson(r.body) } } };
       const responses = op.responses as Record<string, unknown>;
-      responses[String(r.successStatus)] = r.response
+      responses[String(r.successStatus)] = r.produces
+        ? { description: 'Success', content: Object.fromEntries(r.produces.map((type) => [type, {}])) }
+        : r.response
         ? { description: 'Success', content: { 'application/json': { schema: z.toJSONSchema(r.response, { io: 'output', unrepresentable: 'any' }) } } }
         : { description: 'Success' };
       if (r.params || r.query || r.body) responses['422'] = { description: 'Validation Error', content: { 'application/json': { schema: { $ref: '#/components/schemas/HTTPValidationError' } } } };
