@@ -5,7 +5,7 @@ import { isGatehouseError } from '../errors/registry.js';
 import type { AgentIdentity } from '../identity/index.js';
 import type { Logger } from '../observability/logger.js';
 import { runHttpPipeline, type HttpExecution, type HttpOutcome, type HttpPipelineDeps, type ProxyResponse } from '../pipeline/http.js';
-import { auditDecision, auditFailure } from '../pipeline/run.js';
+import { asGatehouseError, auditDecision, auditFailure } from '../pipeline/run.js';
 import type { PayloadCipher } from './crypto.js';
 import type { StoredRequest } from './queue.js';
 import type { ApprovalRow } from './store.js';
@@ -67,8 +67,8 @@ export function failureResult(code: string, message: string): ExecutionOutcome {
 }
 
 function errorOutcome(err: unknown): ExecutionOutcome {
-  if (isGatehouseError(err)) return failureResult(err.code, err.message);
-  return failureResult('internal', 'Internal error.');
+  const e = asGatehouseError(err);
+  return failureResult(e.code, e.message);
 }
 
 /** Fits the redacted response into `max` bytes of JSON, truncating the body (never the status or headers). */

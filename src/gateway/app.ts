@@ -4,6 +4,7 @@ import { createHttpServer } from '../http/server.js';
 import { registerHealthRoutes } from '../health/routes.js';
 import { errorRegistry, GatehouseError, isGatehouseError } from '../errors/registry.js';
 import type { Services } from '../runtime/services.js';
+import { StoreUnavailableError } from '../store/errors.js';
 import { buildGovernanceRuntime } from '../runtime/governance.js';
 import { refuseProxyRequest, registerProxyRoutes } from './proxy/route.js';
 import { registerStatsRoute } from './stats.js';
@@ -56,6 +57,9 @@ export function setGatewayErrorHandler(app: FastifyInstance): void {
     }
     if (status !== undefined && status >= 400 && status < 500) {
       return reply.code(400).send({ error: 'invalid_request', message: errorRegistry.invalid_request.message, request_id: req.id });
+    }
+    if (err instanceof StoreUnavailableError) {
+      return reply.code(503).send({ error: 'unavailable', message: errorRegistry.unavailable.message, request_id: req.id });
     }
     req.log.error({ err }, 'unhandled gateway error');
     return reply.code(500).send({ error: 'internal', message: errorRegistry.internal.message, request_id: req.id });

@@ -1,6 +1,8 @@
 // GET /stats on the gateway: cache counters, active connections, registered sources, circuits and audit depth; authenticated unless observability.public_stats_enabled.
 import type { FastifyInstance } from 'fastify';
 import { authenticateAdminToken } from '../admin/auth/tokens.js';
+import { GatehouseError } from '../errors/registry.js';
+import { StoreUnavailableError } from '../store/errors.js';
 import type { Services } from '../runtime/services.js';
 import type { GovernanceRuntime } from '../runtime/governance.js';
 
@@ -18,7 +20,11 @@ export function registerStatsRoute(app: FastifyInstance, services: Services, gov
       // Operators read stats with an admin API token; an agent key is accepted too, since agents may watch their own gateway's health.
       const header = req.headers.authorization;
       const token = header?.startsWith('Bearer ') ? header.slice(7).trim() : '';
-      const admin = token.startsWith('gha_') ? await authenticateAdminToken(services.db, token).catch(() => null) : null;
+      // A lost control store is 503 (spec §7), not a refused token.
+      const admin = token.startsWith('gha_') ? await authenticateAdminToken(services.db, token).catch((err: unknown) => {
+        if (err instanceof StoreUnavailableError) throw new GatehouseError('unavailable', undefined, { cause: err });
+        return null;
+      }) : null;
       if (!admin) await governance.deps.authenticate(header);
     }
     const sources = services.registry.list();

@@ -1,5 +1,6 @@
 // Runs an ordered list of stages over one request and keeps its audit entry in step; the front door ends the entry with what it answered.
 import { GatehouseError, isGatehouseError, type ErrorCode } from '../errors/registry.js';
+import { StoreUnavailableError } from '../store/errors.js';
 import type { AuditDecision } from '../audit/entry.js';
 import { auditFieldsOf } from './decide.js';
 import type { GovernedRequest, Stage, StageOutcome } from './context.js';
@@ -38,9 +39,14 @@ export function auditDecision(result: { outcome?: { readonly kind: string } | un
   return 'allow';
 }
 
-/** Any failure as a registry error: unknown throwables are `internal` (their detail stays in logs, never with the client). */
+/**
+ * Any failure as a registry error: a lost control store is `unavailable` (503 / 57P03, spec §7 "mandatory dependency
+ * unavailable"), unknown throwables are `internal` (their detail stays in logs, never with the client).
+ */
 export function asGatehouseError(err: unknown): GatehouseError {
-  return isGatehouseError(err) ? err : new GatehouseError('internal', undefined, { cause: err });
+  if (isGatehouseError(err)) return err;
+  if (err instanceof StoreUnavailableError) return new GatehouseError('unavailable', undefined, { cause: err });
+  return new GatehouseError('internal', undefined, { cause: err });
 }
 
 /** The audit fields of a request that ended in an error, the same on every front door: the registry's status and code, `deny` or `error`. */

@@ -11,6 +11,7 @@ import type { Db } from '../../store/repos/util.js';
 import { getIdentityByName, getIdentityByPgUsername } from '../../store/repos/identities.js';
 import { parseScramVerifier, scramPasswordMatches, toAgentIdentity, type AgentIdentity, type KeyRevocationFeed, type ParsedScramVerifier } from '../../identity/index.js';
 import { isGatehouseError } from '../../errors/registry.js';
+import { StoreUnavailableError } from '../../store/errors.js';
 import { UpstreamSqlError, quoteIdent, quoteLiteral, type UpstreamConnection, type UpstreamPools } from '../../connectors/postgres-exec.js';
 import {
   AUTH_CLEARTEXT,
@@ -209,6 +210,8 @@ class WireConnection {
 
   #protocolError(err: unknown): void {
     if (err instanceof ProtocolViolation) return this.#fatal({ sqlstate: '08P01', message: err.message });
+    // A lost control store (the login's identity lookup) is 57P03 like on every front door (spec §7), not an internal error.
+    if (err instanceof StoreUnavailableError) return this.#fatal(errorFieldsOf(err));
     this.ctx.log.error({ err }, 'wire connection failed');
     this.#fatal({ sqlstate: 'XX000', message: 'internal error' });
   }
