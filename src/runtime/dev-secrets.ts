@@ -31,19 +31,17 @@ export function runtimeSecrets(config: Readonly<Config>, secrets: Secrets, log: 
     const file = path.join(stateDir, 'dev-secrets.json');
     let stored: Record<string, string> = {};
     if (existsSync(file)) stored = JSON.parse(readFileSync(file, 'utf8')) as Record<string, string>;
-    let changed = false;
-    for (const p of missing) {
-      if (typeof stored[p] !== 'string') {
-        stored[p] = randomBytes(32).toString('base64url');
-        changed = true;
-      }
-    }
-    if (changed) {
+    const generated = missing.filter((p) => typeof stored[p] !== 'string');
+    for (const p of generated) stored[p] = randomBytes(32).toString('base64url');
+    if (generated.length > 0) {
       mkdirSync(stateDir, { recursive: true, mode: 0o700 });
       writeFileSync(file, JSON.stringify(stored, null, 2), { mode: 0o600 });
       chmodSync(file, 0o600);
+      log.warn({ generated, file }, 'development secrets generated; configure secret references before production');
     }
-    log.warn({ generated: missing, file }, 'development secrets generated; configure secret references before production');
+    // Read back, not generated: said once at info level, so a restart does not claim new secrets were made.
+    const reused = missing.filter((p) => !generated.includes(p));
+    if (reused.length > 0) log.info({ reused, file }, 'development secrets read from the state directory; configure secret references before production');
     for (const p of missing) values.set(p, stored[p]!);
   }
   for (const p of GENERATED) {
