@@ -7,7 +7,7 @@ import type { CompiledPolicySet, Decision, Operation } from '../governance/polic
 import type { SqlClassification, SqlClassifier } from '../governance/sql/index.js';
 import type { PiiScanner } from '../governance/pii/index.js';
 import type { RiskAssessment } from '../governance/risk.js';
-import type { CheckedProxyPath } from '../gateway/proxy/path.js';
+import type { CheckedProxyPath } from '../governance/http-path.js';
 import type { RateLimiter } from '../ratelimit/limiter.js';
 import type { Logger } from '../observability/logger.js';
 import type { Config } from '../config/index.js';

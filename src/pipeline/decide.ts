@@ -3,7 +3,7 @@ import { GatehouseError } from '../errors/registry.js';
 import { sourceRoleDecision, type SourceRoleRequest } from '../governance/source-roles.js';
 import { evaluate, type Decision, type Operation } from '../governance/policy/index.js';
 import { approvalVerdict, assessRisk } from '../governance/risk.js';
-import { checkProxyPath, placeUnderBase } from '../gateway/proxy/path.js';
+import { checkProxyPath, placeUnderBase } from '../governance/http-path.js';
 import type { GovernedRequest, PipelineDeps, Stage } from './context.js';
 import { isWriteOperation } from './context.js';
 import { AUDIT_ARRAY_MAX, boundedAuditText } from '../audit/entry.js';

@@ -1,5 +1,5 @@
 // The proxy path-attack table: raw request targets with the expected resolution, shared by the unit test of resolveProxyTarget and the route-level test.
-import type { PathRejectReason } from '../../../src/gateway/proxy/path.js';
+import type { PathRejectReason } from '../../../src/governance/http-path.js';
 
 export const DEFAULT_SOURCE_ID = 'src1';
 export const DEFAULT_BASE_URL = 'https://api.example.com/base/';

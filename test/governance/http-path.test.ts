@@ -1,8 +1,8 @@
 // Path-attack table for resolveProxyTarget: every traversal and smuggling family is refused with its reason; legitimate targets map to the expected upstream URL.
 import { describe, expect, it } from 'vitest';
 import fc from 'fast-check';
-import { PATH_REJECT_REASONS, resolveProxyTarget } from '../../../src/gateway/proxy/path.js';
-import { DEFAULT_BASE_URL, DEFAULT_SOURCE_ID, pathCases } from './path-table.js';
+import { PATH_REJECT_REASONS, resolveProxyTarget } from '../../src/governance/http-path.js';
+import { DEFAULT_BASE_URL, DEFAULT_SOURCE_ID, pathCases } from '../gateway/proxy/path-table.js';
 
 describe('resolveProxyTarget: path-attack table', () => {
   it('has at least 60 rows, both outcomes, only known reasons', () => {

@@ -1,4 +1,4 @@
-// Proxy target resolution: turns the raw request target of /proxy/{source_id}/{path} into the upstream URL beneath the source's base URL, refusing every traversal and smuggling form (spec §4 "HTTP proxy" rules 2 and 3).
+// Proxy target path rules (the refusal reasons of spec §4 "HTTP proxy" rules 2 and 3): every traversal and smuggling family is refused with its reason; legitimate targets map to the expected upstream URL.
 //
 // Works on the RAW request target (`request.raw.url`), never on a framework-decoded path:
 // decoding first is what lets `%2e%2e` or `%2f` slip past a check. Order of checks:
