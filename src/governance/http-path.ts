@@ -7,7 +7,11 @@
 //   3. every raw character of the remainder must be an RFC 3986 pchar or `/` (no raw controls,
 //      spaces, backslashes, non-ASCII, `#`), every `%` must start a well-formed escape
 //   4. per segment: decode (strict UTF-8, so overlong forms like `%c0%ae` fail), then refuse
-//      encoded `/` and `\`, controls, dot segments, double encoding, matrix params, confusables
+//      encoded `/` and `\`, controls, dot segments, matrix params, confusables; then decode again,
+//      up to MAX_DECODE_LEVELS, judging every level by the same rule (a double-decoding upstream
+//      reads level 2, a triple-decoding one level 3); a segment still holding an escape after the
+//      last level is refused (`encoding_too_deep`). Harmless nested escapes (`my%2520file`) pass
+//      and reach the upstream byte for byte.
 //   5. build the URL with WHATWG URL and check containment (origin equal, path beneath the base
 //      path on a segment boundary) — defence in depth, it cannot fail if 1–4 hold
 // The reasons are stable identifiers for logs and audit; clients only ever see `invalid_path`.
@@ -18,6 +22,11 @@ export const MAX_PATH_LENGTH = 8 * 1024;
 export const MAX_QUERY_LENGTH = 8 * 1024;
 /** Most segments accepted in the remainder. */
 export const MAX_SEGMENTS = 128;
+/**
+ * Decodings judged per segment: level 1 is what a conforming upstream sees, each further level what one more
+ * decoding layer (a front proxy, a framework, an application) would see. Small, so the work stays bounded.
+ */
+export const MAX_DECODE_LEVELS = 4;
 /** Route prefix the gateway mounts the proxy under (spec §4 Gateway table). */
 export const PROXY_PREFIX = '/proxy/';
 
@@ -33,7 +42,7 @@ export const PATH_REJECT_REASONS = [
   'invalid_character', // a raw character outside RFC 3986 pchar (space, `"`, `<`, `|`, non-ASCII, …)
   'fragment', // a raw `#` (clients never send fragments; URL parsers would cut there)
   'invalid_percent_encoding', // `%zz`, truncated `%2`
-  'double_encoding', // `%25` followed by two hex digits (`%252e`, `%252f`)
+  'encoding_too_deep', // a segment still holds an escape after MAX_DECODE_LEVELS decodings (`%2525252e`)
   'invalid_utf8', // decoded bytes are not strict UTF-8 (overlong `%c0%ae`, `%e0%80%ae`, lone surrogates)
   'dot_segment', // `.`/`..` in any spelling, or a segment of only dots/trailing dots and spaces
   'empty_segment', // `//` anywhere (authority injection `//host`, ambiguous empty segments)
@@ -68,6 +77,8 @@ export type ResolveProxyTargetResult =
       path: string;
       /** The raw query string without `?` ('' when absent), preserved as received. */
       query: string;
+      /** The path as further decoding layers would read it (levels 2.., distinct from `path`); role and policy must hold for each. */
+      deeperPaths: readonly string[];
     }
   | { ok: false; code: 'invalid_path'; reason: PathRejectReason };
 
@@ -98,6 +109,8 @@ export interface CheckedProxyPath {
   readonly path: string;
   /** The raw query string without `?` ('' when absent), preserved as received. */
   readonly query: string;
+  /** The path as further decoding layers would read it (levels 2.., each distinct from `path`); usually empty. */
+  readonly deeperPaths: readonly string[];
 }
 
 export type CheckProxyPathResult = ({ ok: true } & CheckedProxyPath) | { ok: false; code: 'invalid_path'; reason: PathRejectReason };
@@ -127,7 +140,7 @@ export function checkProxyPath(input: { rawUrl: string; sourceId: string; prefix
 
   const queryProblem = checkQuery(query);
   if (queryProblem !== null) return reject(queryProblem);
-  return { ok: true, canonical: remainder === '' ? '' : checked.canonical, path: checked.decoded, query };
+  return { ok: true, canonical: remainder === '' ? '' : checked.canonical, path: checked.decoded, query, deeperPaths: checked.deeper };
 }
 
 /** The source's base URL is the containment boundary (spec §4 rule 3): the upstream URL of a checked path beneath it. */
@@ -149,7 +162,7 @@ export function placeUnderBase(checked: CheckedProxyPath, baseUrl: string): Reso
   if (url.pathname !== base.pathname && url.pathname !== base.pathTrimmed + '/' && !url.pathname.startsWith(base.pathTrimmed + '/')) {
     return reject('containment');
   }
-  return { ok: true, url, path: checked.path, query: checked.query };
+  return { ok: true, url, path: checked.path, query: checked.query, deeperPaths: checked.deeperPaths };
 }
 
 /** Resolves a raw proxy request target against a source's base URL: checkProxyPath, then placeUnderBase. Pure; never throws. */
@@ -198,8 +211,8 @@ function parseBaseUrl(raw: string): ParsedBase | null {
 }
 
 /** Validates the remainder; returns its canonical raw form (for the URL) and decoded form (for matching), or a reason. */
-function checkRemainder(remainder: string): { canonical: string; decoded: string } | PathRejectReason {
-  if (remainder === '' || remainder === '/') return { canonical: remainder === '' ? '' : '/', decoded: '/' };
+function checkRemainder(remainder: string): { canonical: string; decoded: string; deeper: string[] } | PathRejectReason {
+  if (remainder === '' || remainder === '/') return { canonical: remainder === '' ? '' : '/', decoded: '/', deeper: [] };
 
   // Raw characters first: the cheapest and most important filter.
   let escaped = false;
@@ -208,7 +221,6 @@ function checkRemainder(remainder: string): { canonical: string; decoded: string
     if (cp < 0x80 && PATH_CHARS[cp] === 1) {
       if (cp === PERCENT) {
         if (!hexPairAt(remainder, i + 1)) return 'invalid_percent_encoding';
-        if (remainder.charCodeAt(i + 1) === 0x32 && remainder.charCodeAt(i + 2) === 0x35 && hexPairAt(remainder, i + 3)) return 'double_encoding';
         escaped = true;
       }
       continue;
@@ -224,6 +236,9 @@ function checkRemainder(remainder: string): { canonical: string; decoded: string
   if (segments.length > MAX_SEGMENTS) return 'too_many_segments';
   const canonical: string[] = [];
   const decoded: string[] = [];
+  // Per segment, its levels 2.. (only segments that nest escapes have any).
+  const nested: (readonly string[])[] = [];
+  let depth = 1;
   for (let s = 0; s < segments.length; s++) {
     const seg = segments[s]!;
     const last = s === segments.length - 1;
@@ -232,6 +247,7 @@ function checkRemainder(remainder: string): { canonical: string; decoded: string
         // A trailing slash is meaningful to many APIs and harmless.
         canonical.push('');
         decoded.push('');
+        nested.push([]);
         continue;
       }
       return 'empty_segment';
@@ -240,24 +256,105 @@ function checkRemainder(remainder: string): { canonical: string; decoded: string
     if (typeof result === 'string') return result;
     canonical.push(result.canonical);
     decoded.push(result.decoded);
+    nested.push(result.deeper);
+    depth = Math.max(depth, result.deeper.length + 1);
   }
-  return { canonical: '/' + canonical.join('/'), decoded: '/' + decoded.join('/') };
+  const deeper: string[] = [];
+  // Level k of the path: every segment at its level k, or at its last level when it has fewer.
+  for (let level = 2; level <= depth; level++) {
+    deeper.push('/' + decoded.map((d, i) => nested[i]![Math.min(level, nested[i]!.length + 1) - 2] ?? d).join('/'));
+  }
+  return { canonical: '/' + canonical.join('/'), decoded: '/' + decoded.join('/'), deeper };
 }
 
 /**
  * A segment of a remainder without any `%`, after the raw scan: only ASCII pchars, so it is its own decoded and
  * canonical form, valid UTF-8, free of controls and NFKC-stable; what checkSegment would still refuse is checked here.
  */
-function checkPlainSegment(seg: string, first: boolean): { canonical: string; decoded: string } | PathRejectReason {
+function checkPlainSegment(seg: string, first: boolean): CheckedSegment | PathRejectReason {
   if (isDotLike(seg)) return 'dot_segment';
   if (first) {
     if (SCHEME_LIKE.test(seg)) return 'scheme_injection';
     if (seg.includes('@')) return 'authority_injection';
   }
-  return { canonical: seg, decoded: seg };
+  return { canonical: seg, decoded: seg, deeper: [] };
 }
 
-function checkSegment(seg: string, first: boolean): { canonical: string; decoded: string } | PathRejectReason {
+interface CheckedSegment {
+  canonical: string;
+  decoded: string;
+  /** The segment at decoding levels 2.. (empty when level 1 holds no escape). */
+  deeper: string[];
+}
+
+/** One decoding level: the byte an escape stands for, refused when it is a separator, a backslash, `;` or a control. */
+function escapedByteProblem(byte: number): PathRejectReason | null {
+  if (byte === 0x2f) return 'encoded_slash';
+  if (byte === 0x5c) return 'backslash';
+  if (byte === 0x3b) return 'matrix_parameter';
+  if (byte < 0x20 || byte === 0x7f) return 'control_character';
+  return null;
+}
+
+const ESCAPE = /%[0-9A-Fa-f]{2}/;
+
+/**
+ * Levels 2..MAX_DECODE_LEVELS of a segment whose level 1 is `decoded`: each level decodes the escapes the previous
+ * one produced and is judged like level 1. An escape left after the last level is refused: nobody can say what
+ * yet another layer would make of it.
+ */
+function deeperLevels(decoded: string, first: boolean): string[] | PathRejectReason {
+  const levels: string[] = [];
+  let current = decoded;
+  for (let level = 2; level <= MAX_DECODE_LEVELS && ESCAPE.test(current); level++) {
+    const bytes: number[] = [];
+    for (let i = 0; i < current.length; i++) {
+      if (current.charCodeAt(i) === PERCENT && hexPairAt(current, i + 1)) {
+        const byte = Number.parseInt(current.slice(i + 1, i + 3), 16);
+        const problem = escapedByteProblem(byte);
+        if (problem !== null) return problem;
+        bytes.push(byte);
+        i += 2;
+        continue;
+      }
+      // Literal characters of this level (ASCII or text decoded by an earlier level) keep their UTF-8 bytes.
+      const cp = current.codePointAt(i)!;
+      if (cp > 0xffff) i++;
+      for (const b of Buffer.from(String.fromCodePoint(cp), 'utf8')) bytes.push(b);
+    }
+    let next: string;
+    try {
+      next = utf8.decode(Uint8Array.from(bytes));
+    } catch {
+      return 'invalid_utf8';
+    }
+    const problem = judgeDecoded(next, first);
+    if (problem !== null) return problem;
+    levels.push(next);
+    current = next;
+  }
+  if (ESCAPE.test(current)) return 'encoding_too_deep';
+  return levels;
+}
+
+/** The rule every decoding level of a segment must pass (after its escapes were vetted byte by byte). */
+function judgeDecoded(decoded: string, first: boolean): PathRejectReason | null {
+  for (const c of decoded) {
+    const cp = c.codePointAt(0)!;
+    if ((cp >= 0x80 && cp <= 0x9f) || cp === 0x2028 || cp === 0x2029) return 'control_character';
+  }
+  if (isDotLike(decoded)) return 'dot_segment';
+  // Upstreams that apply compatibility normalization (IIS best-fit, NFKC in Python frameworks) would turn these into separators or dots.
+  const nfkc = decoded.normalize('NFKC');
+  if (nfkc !== decoded && (nfkc.includes('/') || nfkc.includes('\\') || isDotLike(nfkc) || nfkc.includes('%'))) return 'unicode_confusable';
+  if (first) {
+    if (SCHEME_LIKE.test(decoded)) return 'scheme_injection';
+    if (decoded.includes('@')) return 'authority_injection';
+  }
+  return null;
+}
+
+function checkSegment(seg: string, first: boolean): CheckedSegment | PathRejectReason {
   const bytes: number[] = [];
   let canonical = '';
   for (let i = 0; i < seg.length; i++) {
@@ -269,10 +366,8 @@ function checkSegment(seg: string, first: boolean): { canonical: string; decoded
     }
     const byte = Number.parseInt(seg.slice(i + 1, i + 3), 16);
     i += 2;
-    if (byte === 0x2f) return 'encoded_slash';
-    if (byte === 0x5c) return 'backslash';
-    if (byte === 0x3b) return 'matrix_parameter';
-    if (byte < 0x20 || byte === 0x7f) return 'control_character';
+    const problem = escapedByteProblem(byte);
+    if (problem !== null) return problem;
     bytes.push(byte);
     // RFC 3986 §6.2.2: decode unreserved characters, upper-case the hex of the rest.
     canonical += isUnreserved(byte) ? String.fromCharCode(byte) : '%' + byte.toString(16).toUpperCase().padStart(2, '0');
@@ -284,21 +379,11 @@ function checkSegment(seg: string, first: boolean): { canonical: string; decoded
   } catch {
     return 'invalid_utf8';
   }
-  for (const c of decoded) {
-    const cp = c.codePointAt(0)!;
-    if ((cp >= 0x80 && cp <= 0x9f) || cp === 0x2028 || cp === 0x2029) return 'control_character';
-  }
-
-  if (isDotLike(decoded)) return 'dot_segment';
-  // Upstreams that apply compatibility normalization (IIS best-fit, NFKC in Python frameworks) would turn these into separators or dots.
-  const nfkc = decoded.normalize('NFKC');
-  if (nfkc !== decoded && (nfkc.includes('/') || nfkc.includes('\\') || isDotLike(nfkc) || nfkc.includes('%'))) return 'unicode_confusable';
-
-  if (first) {
-    if (SCHEME_LIKE.test(decoded)) return 'scheme_injection';
-    if (decoded.includes('@')) return 'authority_injection';
-  }
-  return { canonical, decoded };
+  const problem = judgeDecoded(decoded, first);
+  if (problem !== null) return problem;
+  const deeper = deeperLevels(decoded, first);
+  if (typeof deeper === 'string') return deeper;
+  return { canonical, decoded, deeper };
 }
 
 /** `.`, `..`, `...`, and forms Windows-style servers trim into those (`.. `, `..%20.`). */

@@ -40,6 +40,8 @@ export interface HttpTarget {
   /** The path beneath the source's base URL, starting with "/", as role and policy globs see it. */
   readonly path: string;
   readonly query: string;
+  /** The path as further decoding layers would read it (docs/proxy.md "Nested percent-encoding"): role and policy must hold for each too. */
+  readonly deeperPaths: readonly string[];
 }
 
 export interface ApprovalTicket {

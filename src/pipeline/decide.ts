@@ -9,6 +9,7 @@ import { isWriteOperation } from './context.js';
 import { AUDIT_ARRAY_MAX, boundedAuditText } from '../audit/entry.js';
 
 const HTTP_METHODS = new Set(['GET', 'POST', 'PUT', 'PATCH', 'DELETE']);
+const EFFECT_RANK: Readonly<Record<Decision['effect'], number>> = { allow: 0, require_approval: 1, deny: 2 };
 
 /** Step 1: encoding, path and SQL are validated before anything is looked up. */
 export const validateInput: Stage = {
@@ -88,7 +89,7 @@ export const resolveSource: Stage = {
       // Step 1 already checked the path; only the source's containment boundary is left to apply.
       const target = placeUnderBase(req.httpPath!, baseUrl);
       if (!target.ok) throw new GatehouseError('invalid_path', `The request path is not allowed (${target.reason}).`);
-      req.httpTarget = { url: target.url, path: target.path, query: target.query };
+      req.httpTarget = { url: target.url, path: target.path, query: target.query, deeperPaths: target.deeperPaths };
     }
   },
 };
@@ -103,10 +104,19 @@ export const checkSourceRole: Stage = {
       req.action.kind === 'http'
         ? { kind: 'http', method: req.action.method, path: req.httpTarget!.path }
         : { kind: 'sql', operation: req.operation!, tables: req.tables ?? [] };
-    const decision = sourceRoleDecision({ source_id: req.sourceId, identity_id: identity.id, grants, roles, now: new Date() }, request);
+    const input = { source_id: req.sourceId, identity_id: identity.id, grants, roles, now: new Date() };
+    const decision = sourceRoleDecision(input, request);
     req.roleDecision = decision;
     if (!decision.allowed) {
       req.audit.addReason(`source_role: ${decision.reason}`);
+      throw new GatehouseError('forbidden', 'No source role allows this request.');
+    }
+    // A nested escape names another path to an upstream that decodes twice: a role must allow that reading too.
+    if (req.action.kind !== 'http') return;
+    for (const path of req.httpTarget!.deeperPaths) {
+      const deeper = sourceRoleDecision(input, { kind: 'http', method: req.action.method, path });
+      if (deeper.allowed) continue;
+      req.audit.addReason(`source_role: ${deeper.reason} (path decoded again)`);
       throw new GatehouseError('forbidden', 'No source role allows this request.');
     }
   },
@@ -118,7 +128,7 @@ export const applyPolicy: Stage = {
   run(req, deps) {
     const identity = req.identity!;
     const http = req.action.kind === 'http' ? { method: req.action.method, path: req.httpTarget!.path } : {};
-    const decision = evaluate(deps.policies(), {
+    const policyInput = {
       identity: { id: identity.id, roles: identity.roles, team: identity.team },
       source_id: req.sourceId,
       operation: req.operation as Operation,
@@ -127,7 +137,13 @@ export const applyPolicy: Stage = {
       columns: req.columns ?? [],
       classification_tags: [],
       roleDecision: { allowed: req.roleDecision!.allowed, reason: req.roleDecision!.reason },
-    });
+    };
+    let decision = evaluate(deps.policies(), policyInput);
+    // Every reading of a nested-escape path is evaluated; the most restrictive decision stands (deny, then approval).
+    for (const path of req.httpTarget?.deeperPaths ?? []) {
+      const deeper = evaluate(deps.policies(), { ...policyInput, path });
+      if (EFFECT_RANK[deeper.effect] > EFFECT_RANK[decision.effect]) decision = deeper;
+    }
     req.policyDecision = decision;
     if (decision.effect === 'deny') {
       for (const r of decision.reasons) req.audit.addReason(r);
