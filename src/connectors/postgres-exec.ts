@@ -1,7 +1,7 @@
 // Upstream execution on PostgreSQL sources: bounded per-source pools of raw protocol connections (one per wire session), role mapping, reset on release, cancel, and the buffered executor the MCP query tool and approvals reuse.
 
 import net from 'node:net';
-import pg from 'pg';
+import type pg from 'pg';
 import { GatehouseError } from '../errors/registry.js';
 import type { PiiScanner, PiiMode } from '../governance/pii/index.js';
 import type { AgentIdentity } from '../identity/index.js';
@@ -10,6 +10,7 @@ import type { SecretRefResult } from '../config/secrets.js';
 import type { Logger } from '../observability/logger.js';
 import { postgresConfigSchema, sanitizePgError, type PostgresConfig } from './postgres.js';
 import { resolveCredential } from './credentials.js';
+import { connectPostgres } from './postgres-connect.js';
 import { isUtf8EncodingName } from '../governance/sql/functions.js';
 import { DEFAULT_SCHEMA } from '../governance/sql/types.js';
 import {
@@ -316,34 +317,33 @@ export class UpstreamPools {
     }
     const { address } = await this.deps.checkTarget(sourceId, config.host);
     const params = new Map<string, string>();
-    const client = new pg.Client({
-      host: address,
-      port: config.port,
-      database: config.database,
-      user: config.user,
-      ...(cred.value !== null ? { password: cred.value } : {}),
-      ssl: config.ssl_mode === 'disable' ? false : config.ssl_mode === 'verify-full' ? { rejectUnauthorized: true, servername: config.host } : { rejectUnauthorized: false },
-      connectionTimeoutMillis: Math.min(config.connect_timeout_ms, this.deps.connectTimeoutMs),
-      statement_timeout: config.statement_timeout_ms,
-      application_name: 'gatehouse',
-      // Session defaults from the startup packet outrank role and database defaults, and RESET / DISCARD ALL restore
-      // them: PostgreSQL keeps reading statements the way the gateway governed them (see parsesAsGoverned).
-      options: GOVERNED_SYNTAX_OPTIONS,
-    });
-    client.on('error', () => undefined);
-    const connection = (client as unknown as { connection: { stream: net.Socket; on(e: string, f: (m: { parameterName: string; parameterValue: string }) => void): void } }).connection;
-    connection.on('parameterStatus', (m) => params.set(m.parameterName, m.parameterValue));
-    const connect = async (ssl: boolean) => {
-      if (!ssl) (client as unknown as { ssl: boolean }).ssl = false;
-      await client.connect();
-    };
+    type RawConnection = { stream: net.Socket; on(e: string, f: (m: { parameterName: string; parameterValue: string }) => void): void };
+    const rawConnection = (client: pg.Client) => (client as unknown as { connection: RawConnection }).connection;
+    let client: pg.Client;
     try {
-      await connect(true);
+      // The connection test's routine (postgres-connect.ts): ssl_mode means the same on every path.
+      client = await connectPostgres({
+        config,
+        password: cred.value,
+        address,
+        timeoutMs: Math.min(config.connect_timeout_ms, this.deps.connectTimeoutMs),
+        applicationName: 'gatehouse',
+        clientOptions: {
+          statement_timeout: config.statement_timeout_ms,
+          // Session defaults from the startup packet outrank role and database defaults, and RESET / DISCARD ALL restore
+          // them: PostgreSQL keeps reading statements the way the gateway governed them (see parsesAsGoverned).
+          options: GOVERNED_SYNTAX_OPTIONS,
+        },
+        beforeConnect: (c) => {
+          params.clear();
+          rawConnection(c).on('parameterStatus', (m) => params.set(m.parameterName, m.parameterValue));
+        },
+      });
     } catch (err) {
-      await client.end().catch(() => undefined);
       this.deps.log.warn({ source_id: sourceId, problem: sanitizePgError(err) }, 'upstream connection failed');
       throw new GatehouseError('upstream_failed', `The upstream database is unavailable (${sanitizePgError(err)}).`, { cause: err });
     }
+    const connection = rawConnection(client);
     const stream = connection.stream;
     // Take the socket over from pg: its parser stops, ours starts. Nothing is in flight after ReadyForQuery.
     stream.removeAllListeners('data');

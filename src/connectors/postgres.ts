@@ -1,10 +1,11 @@
 // The PostgreSQL connector: connection_config schema and a real connection test (connect + SELECT 1) with sanitized errors.
-import pg from 'pg';
 import { z } from 'zod';
 import type { Connector, ConnectionTestContext, ConnectionTestResult, CredentialField } from './types.js';
 import { isValidSecretRef, resolveCredential } from './credentials.js';
+import { connectPostgres } from './postgres-connect.js';
 
-export const SSL_MODES = ['disable', 'prefer', 'require', 'verify-full'] as const;
+/** libpq's sslmode values and meanings (docs/admin-api.md); `allow` is not offered: it prefers plain text. */
+export const SSL_MODES = ['disable', 'prefer', 'require', 'verify-ca', 'verify-full'] as const;
 
 const PASSWORD: CredentialField = { literal: 'password', ref: 'password_ref' };
 const secretRef = z.string().max(4096).refine(isValidSecretRef, 'must be a secret reference (env:NAME or file:/absolute/path)');
@@ -22,6 +23,8 @@ export const postgresConfigSchema = z
     password_ref: secretRef.optional(),
     /** `prefer` tries TLS and falls back to plain only when the server has no TLS at all (libpq semantics). */
     ssl_mode: z.enum(SSL_MODES).default('prefer'),
+    /** CA bundle (PEM) that verifies the server certificate under verify-ca and verify-full; unset, the system roots do. */
+    ssl_ca_file: z.string().min(2).max(4096).startsWith('/', 'must be an absolute path').optional(),
     connect_timeout_ms: z.number().int().min(100).max(60_000).default(5_000),
     statement_timeout_ms: z.number().int().min(100).max(3_600_000).default(30_000),
     pool_max: z.number().int().min(1).max(100).default(5),
@@ -29,6 +32,16 @@ export const postgresConfigSchema = z
   .refine((c) => !(c.password !== undefined && c.password_ref !== undefined), { message: 'give password or password_ref, not both', path: ['password_ref'] });
 
 export type PostgresConfig = z.output<typeof postgresConfigSchema>;
+
+/** Node's verification failures of a chain it cannot anchor in the trusted roots. */
+const UNTRUSTED_CERT_CODES: ReadonlySet<string> = new Set([
+  'DEPTH_ZERO_SELF_SIGNED_CERT',
+  'SELF_SIGNED_CERT_IN_CHAIN',
+  'UNABLE_TO_VERIFY_LEAF_SIGNATURE',
+  'UNABLE_TO_GET_ISSUER_CERT',
+  'UNABLE_TO_GET_ISSUER_CERT_LOCALLY',
+  'CERT_UNTRUSTED',
+]);
 
 /** Fixed, safe text per failure class: the driver's message may carry host names, users or parameters. */
 export function sanitizePgError(err: unknown): string {
@@ -43,42 +56,13 @@ export function sanitizePgError(err: unknown): string {
   if (code === 'ETIMEDOUT' || /timeout|timed out/i.test(message)) return 'timed out';
   if (code === 'ECONNRESET' || /terminated/i.test(message)) return 'connection closed by the server';
   if (code === '53300') return 'too many connections';
+  if (code === 'ERR_TLS_CA_FILE') return message; // SourceTlsConfigError: names the setting, never the path or content
+  if (/does not support SSL/i.test(message)) return 'the server does not offer TLS';
+  if (code === 'ERR_TLS_CERT_ALTNAME_INVALID') return 'TLS certificate does not name the host';
+  if (UNTRUSTED_CERT_CODES.has(code)) return 'TLS certificate not trusted';
   if (code.startsWith('ERR_TLS') || code.includes('CERT') || /SSL|TLS|certificate/i.test(message)) return 'TLS negotiation failed';
   if (Array.isArray(e?.errors) && e.errors.length > 0) return sanitizePgError(e.errors[0]);
   return 'connection failed';
-}
-
-function sslOption(mode: PostgresConfig['ssl_mode'], hostName: string): pg.ClientConfig['ssl'] {
-  if (mode === 'disable') return false;
-  if (mode === 'verify-full') return { rejectUnauthorized: true, servername: hostName };
-  return { rejectUnauthorized: false };
-}
-
-async function connectOnce(config: PostgresConfig, password: string | null, ssl: pg.ClientConfig['ssl'], timeoutMs: number): Promise<void> {
-  const client = new pg.Client({
-    host: config.host,
-    port: config.port,
-    database: config.database,
-    user: config.user,
-    ...(password !== null ? { password } : {}),
-    ssl,
-    connectionTimeoutMillis: timeoutMs,
-    query_timeout: timeoutMs,
-    statement_timeout: timeoutMs,
-    application_name: 'gatehouse-connection-test',
-  });
-  // A connection error after connect() settled would otherwise be an unhandled 'error' event.
-  client.on('error', () => undefined);
-  try {
-    await client.connect();
-    await client.query('SELECT 1');
-  } finally {
-    await client.end().catch(() => undefined);
-  }
-}
-
-function isNoTlsServer(err: unknown): boolean {
-  return /does not support SSL/i.test(String((err as { message?: unknown })?.message ?? ''));
 }
 
 export async function testPostgres(raw: Record<string, unknown>, ctx: ConnectionTestContext): Promise<ConnectionTestResult> {
@@ -89,11 +73,20 @@ export async function testPostgres(raw: Record<string, unknown>, ctx: Connection
   if (!cred.ok) return { ok: false, latency_ms: elapsed(), error: 'credential reference could not be resolved' };
   const timeoutMs = Math.min(ctx.timeoutMs, config.connect_timeout_ms);
   try {
+    // The same routine as live traffic (postgres-connect.ts): a test that passes means the wire listener, the MCP
+    // query tool and approvals connect the same way.
+    const client = await connectPostgres({
+      config,
+      password: cred.value,
+      address: config.host,
+      timeoutMs,
+      applicationName: 'gatehouse-connection-test',
+      clientOptions: { query_timeout: timeoutMs, statement_timeout: timeoutMs },
+    });
     try {
-      await connectOnce(config, cred.value, sslOption(config.ssl_mode, config.host), timeoutMs);
-    } catch (err) {
-      if (config.ssl_mode !== 'prefer' || !isNoTlsServer(err)) throw err;
-      await connectOnce(config, cred.value, false, Math.max(100, timeoutMs - (performance.now() - started)));
+      await client.query('SELECT 1');
+    } finally {
+      await client.end().catch(() => undefined);
     }
     return { ok: true, latency_ms: elapsed(), error: null };
   } catch (err) {

@@ -84,8 +84,13 @@ async function ready(url: string, child: ChildProcess): Promise<void> {
   }
 }
 
+export interface PgServerOptions {
+  /** Extra server settings (`-c name=value`), e.g. ssl=on with its certificate files. */
+  readonly settings?: Readonly<Record<string, string>>;
+}
+
 /** Creates and starts a throwaway cluster (trust authentication, fsync off, user postgres). */
-export async function startPgServer(): Promise<PgServerHandle> {
+export async function startPgServer(opts: PgServerOptions = {}): Promise<PgServerHandle> {
   const bin = binDir();
   const user = runAs();
   const dir = mkdtempSync(join(tmpdir(), 'gh-pg-'));
@@ -108,7 +113,7 @@ export async function startPgServer(): Promise<PgServerHandle> {
     if (child !== null) return;
     const c = spawn(
       join(bin, 'postgres'),
-      ['-D', data, '-p', String(port), '-c', 'listen_addresses=127.0.0.1', '-c', `unix_socket_directories=${dir}`, '-c', 'fsync=off', '-c', 'max_connections=60'],
+      ['-D', data, '-p', String(port), '-c', 'listen_addresses=127.0.0.1', '-c', `unix_socket_directories=${dir}`, '-c', 'fsync=off', '-c', 'max_connections=60', ...Object.entries(opts.settings ?? {}).flatMap(([k, v]) => ['-c', `${k}=${v}`])],
       { stdio: ['ignore', 'ignore', 'pipe'], detached: true, ...(user ?? {}) },
     );
     let stderr = '';
