@@ -1,7 +1,8 @@
 // Admin JSON API for identities (agents, spec §2 / DESIGN §5): CRUD and key rotation; keys are shown once and never stored in clear.
 import { z } from 'zod';
 import type { Identity } from '../../store/schema.js';
-import { createIdentity, deleteIdentity, getIdentityById, listIdentities, updateIdentity } from '../../store/repos/identities.js';
+import { createIdentity, deleteIdentity, getIdentityById, getIdentityByName, getIdentityByPgUsername, listIdentities, updateIdentity } from '../../store/repos/identities.js';
+import { GatehouseError } from '../../errors/registry.js';
 import { customKeyProblem, generateApiKey, keyMaterial } from '../../identity/keys.js';
 import { agentAuthDeps, revokeKeySessions } from '../../identity/index.js';
 import { requirePermission } from '../auth/principal.js';
@@ -21,6 +22,16 @@ const pgRoleSchema = z
   .regex(/^[a-z_][a-z0-9_$]{0,62}$/, 'must be a valid PostgreSQL identifier (lower case letters, digits, "_" or "$", at most 63 characters)')
   .refine((s) => !s.startsWith('pg_') && s !== 'public', 'must not be a reserved PostgreSQL role name');
 
+/**
+ * The wire user name (docs/pgwire.md "Login"): what psql's -U names. Letters, digits and `_ . @ -`, at most 63
+ * characters (PostgreSQL's NAMEDATALEN), so it is typed the same way in every client and shell.
+ */
+const pgUsernameSchema = z
+  .string()
+  .min(1)
+  .max(63)
+  .regex(/^[A-Za-z0-9_][A-Za-z0-9_.@-]*$/, 'must start with a letter, digit or "_" and use letters, digits, "_", ".", "@" or "-" (at most 63 characters)');
+
 export interface IdentityResponse {
   id: number;
   name: string;
@@ -32,10 +43,14 @@ export interface IdentityResponse {
   team: string | null;
   created_at: string | null;
   updated_at: string | null;
+  /** Present only when set: an optional field beside the spec §2 ones (spec §9, adding an optional field is compatible). */
+  pg_username?: string;
 }
 
-/** Exactly the spec §2 response fields: the digests and the SCRAM verifier cannot leak through here. */
-export function publicIdentity(row: Pick<Identity, 'id' | 'name' | 'agent_type' | 'roles' | 'enabled' | 'metadata' | 'mapped_pg_role' | 'team' | 'created_at' | 'updated_at'>): IdentityResponse {
+/** The spec §2 response fields (plus pg_username when set): the digests and the SCRAM verifier cannot leak through here. */
+export function publicIdentity(
+  row: Pick<Identity, 'id' | 'name' | 'agent_type' | 'roles' | 'enabled' | 'metadata' | 'mapped_pg_role' | 'team' | 'created_at' | 'updated_at'> & { pg_username?: string | null },
+): IdentityResponse {
   return {
     id: row.id,
     name: row.name,
@@ -47,6 +62,7 @@ export function publicIdentity(row: Pick<Identity, 'id' | 'name' | 'agent_type' 
     team: row.team,
     created_at: iso(row.created_at),
     updated_at: iso(row.updated_at),
+    ...(row.pg_username ? { pg_username: row.pg_username } : {}),
   };
 }
 
@@ -61,6 +77,7 @@ const identityResponse = z.object({
   team: z.string().nullable(),
   created_at: z.string().nullable(),
   updated_at: z.string().nullable(),
+  pg_username: z.string().optional(),
 });
 
 const updateSchema = z.strictObject({
@@ -71,6 +88,7 @@ const updateSchema = z.strictObject({
   name: nameSchema.nullish(),
   roles: rolesSchema.nullish(),
   team: teamSchema.nullish(),
+  pg_username: pgUsernameSchema.nullish(),
 });
 
 const idParams = z.strictObject({ id: intId });
@@ -81,6 +99,17 @@ export const identitiesModule: AdminModule = ({ app, api, services }) => {
   const policy = services.config.auth.custom_key;
   const deps = agentAuthDeps(services);
   const pepper = (): string => services.secrets.get('auth.api_key_pepper_ref');
+
+  /**
+   * One wire user name, one identity (docs/pgwire.md "Login"): a pg_username may not be another identity's
+   * pg_username (the unique constraint, 409) nor the name another identity logs in with when it has no pg_username.
+   */
+  const refuseWireNameClash = async (wireName: string, self: number | null): Promise<void> => {
+    const byPg = await getIdentityByPgUsername(services.db, wireName);
+    const byName = await getIdentityByName(services.db, wireName);
+    const clash = (byPg && byPg.id !== self) || (byName && byName.id !== self && byName.pg_username === null);
+    if (clash) throw new GatehouseError('conflict', 'Another identity already logs in to the wire listener with this user name (pg_username or name).');
+  };
 
   const createSchema = z
     .strictObject({
@@ -94,6 +123,7 @@ export const identitiesModule: AdminModule = ({ app, api, services }) => {
       metadata: metadataSchema.default({}),
       roles: rolesSchema.default([]),
       team: teamSchema.nullable().default(null),
+      pg_username: pgUsernameSchema.nullable().default(null),
     })
     .superRefine((b, ctx) => {
       if (b.api_key === undefined) {
@@ -129,6 +159,7 @@ export const identitiesModule: AdminModule = ({ app, api, services }) => {
     response: identityResponse.extend({ api_key: z.string().optional() }),
     successStatus: 201,
     handler: async ({ body, req }) => {
+      await refuseWireNameClash(body.pg_username ?? body.name, null);
       const generated = body.api_key === undefined;
       const key = body.api_key ?? generateApiKey();
       const material = await keyMaterial(pepper(), key);
@@ -140,6 +171,7 @@ export const identitiesModule: AdminModule = ({ app, api, services }) => {
         metadata: body.metadata as never,
         roles: body.roles,
         team: body.team,
+        pg_username: body.pg_username,
         ...material,
       });
       const out = publicIdentity(row);
@@ -176,6 +208,8 @@ export const identitiesModule: AdminModule = ({ app, api, services }) => {
     handler: async ({ params, body, req }) => {
       const before = await getIdentityById(services.db, params.id);
       if (!before) throw notFound('identity');
+      const wireName = (body.pg_username !== undefined ? body.pg_username : before.pg_username) ?? (given(body.name) ? body.name : before.name);
+      if (wireName !== (before.pg_username ?? before.name)) await refuseWireNameClash(wireName, before.id);
       const patch = {
         ...(given(body.agent_type) ? { agent_type: body.agent_type } : {}),
         ...(given(body.enabled) ? { enabled: body.enabled } : {}),
@@ -184,6 +218,7 @@ export const identitiesModule: AdminModule = ({ app, api, services }) => {
         ...(given(body.roles) ? { roles: body.roles } : {}),
         ...(body.mapped_pg_role !== undefined ? { mapped_pg_role: body.mapped_pg_role } : {}),
         ...(body.team !== undefined ? { team: body.team } : {}),
+        ...(body.pg_username !== undefined ? { pg_username: body.pg_username } : {}),
       };
       const row = await updateIdentity(services.db, params.id, patch);
       if (!row) throw notFound('identity');
