@@ -20,6 +20,8 @@ export const MAX_RECORD_BYTES = 4 * 1024 * 1024;
 
 const SEGMENT_RE = /^segment-(\d{12})\.spool$/;
 const LOCK_FILE = 'spool.lock';
+/** Spool directories locked by this process: a lock file naming this pid but not listed here is a previous process's (a container restarted with the same pid). */
+const lockedHere = new Set<string>();
 
 /** The spool has no room within audit.spool.max_bytes. */
 export class SpoolFullError extends Error {
@@ -36,6 +38,16 @@ export class SpoolUnavailableError extends Error {
   constructor(message: string, options?: { cause?: unknown }) {
     super(message, options);
     this.name = 'SpoolUnavailableError';
+  }
+}
+
+/** Another live process holds the spool's lock: two processes must never share one spool. */
+export class SpoolLockedError extends SpoolUnavailableError {
+  readonly holderPid: number;
+  constructor(dir: string, holderPid: number) {
+    super(`audit spool ${dir} is in use by process ${holderPid}`);
+    this.name = 'SpoolLockedError';
+    this.holderPid = holderPid;
   }
 }
 
@@ -196,12 +208,14 @@ export class AuditSpool {
         const h = await open(lockPath, 'wx', 0o600);
         await h.writeFile(String(process.pid));
         await h.close();
+        lockedHere.add(this.dir);
         return;
       } catch (error) {
         if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error;
       }
       const pid = Number.parseInt(await readFile(lockPath, 'utf8').catch(() => ''), 10);
-      if (Number.isInteger(pid) && pidAlive(pid)) throw new SpoolUnavailableError(`audit spool ${this.dir} is in use by process ${pid}`);
+      const held = pid === process.pid ? lockedHere.has(this.dir) : Number.isInteger(pid) && pidAlive(pid);
+      if (held) throw new SpoolLockedError(this.dir, pid);
       await rm(lockPath, { force: true });
     }
     throw new SpoolUnavailableError(`audit spool ${this.dir}: cannot take the lock`);
@@ -388,6 +402,9 @@ export class AuditSpool {
     await this.#draining;
     await this.#replaying?.catch(() => undefined);
     await this.#exclusive(() => this.#sealActive());
-    if (this.#initialized) await rm(path.join(this.dir, LOCK_FILE), { force: true });
+    if (this.#initialized) {
+      await rm(path.join(this.dir, LOCK_FILE), { force: true });
+      lockedHere.delete(this.dir);
+    }
   }
 }

@@ -8,7 +8,7 @@ import { assertValidEntry, type AuditEntry } from './entry.js';
 import { copyAuditEntries, insertAuditEntries } from './insert.js';
 import type { CopyIn } from '../store/copy.js';
 import type { AuditHealth, AuditPort, AuditStats } from './port.js';
-import { AuditSpool } from './spool.js';
+import { AuditSpool, SpoolLockedError } from './spool.js';
 import { withDeadline } from '../util/deadline.js';
 
 export type AuditConfig = Config['audit'];
@@ -102,6 +102,9 @@ export class AuditWriter implements AuditPort {
     try {
       await this.#spool.init();
     } catch (error) {
+      // A spool held by another live process is a deployment mistake (two processes started from one directory),
+      // not a passing fault: sharing it would leave this one without a spool in every database outage.
+      if (error instanceof SpoolLockedError) throw new SpoolInUseError(this.#spool.dir, error.holderPid);
       this.#logger.error({ spool: this.#spool.dir, err: String(error) }, 'audit spool unavailable at start');
     }
     if (this.mode === 'buffered') {
@@ -398,3 +401,17 @@ export class AuditWriter implements AuditPort {
     await this.#spool.close();
   }
 }
+
+/** Start-up refusal: the configured spool belongs to another running process (spec: one writer per spool). */
+export class SpoolInUseError extends Error {
+  readonly code = 'spool_in_use' as const;
+  constructor(dir: string, holderPid: number) {
+    super(
+      `audit.spool.dir: ${dir} is in use by process ${holderPid}; two processes cannot share an audit spool. ` +
+        'Give this process its own directory with audit.spool.dir (environment SERVICE_AUDIT__SPOOL__DIR), ' +
+        'or run several gateway processes of one service with gateway.processes (each gets its own spool).',
+    );
+    this.name = 'SpoolInUseError';
+  }
+}
+
