@@ -1,7 +1,9 @@
 // Test fixture for the wire listener: a running service, a real PostgreSQL database as the source (listed in privateSources: loopback egress), and helpers to run real clients.
 import { execFile } from 'node:child_process';
+import type net from 'node:net';
 import pg from 'pg';
 import { startWorld, type World } from '../support/world.js';
+import { Backend, FrameReader, message, parseErrorFields } from '../../src/gateway/pgwire/protocol.js';
 import { createTestDatabase, TEST_PG_HOST, TEST_PG_PORT, type TestDatabase } from '../support/pg.js';
 
 export interface WireWorld {
@@ -102,4 +104,56 @@ export async function sqlError(p: Promise<unknown>): Promise<{ code?: string; me
     return err as { code?: string; message: string; detail?: string; hint?: string };
   }
   throw new Error('expected an error');
+}
+
+/** One answer of the gateway up to ReadyForQuery: message types in order and the SQLSTATEs of its errors. */
+export interface Answer {
+  types: string[];
+  errors: string[];
+  /** ReadyForQuery's transaction status: I, T or E. */
+  status: string;
+}
+
+export interface RawSession {
+  send(...messages: Buffer[]): Promise<Answer>;
+  close(): Promise<void>;
+}
+
+/**
+ * A session driven message by message: node-postgres logs in (SCRAM), then its socket is taken over, because the
+ * driver itself never re-Parses a name it has prepared.
+ */
+export async function openRawSession(ww: WireWorld, user: string, password: string): Promise<RawSession> {
+  const client = new pg.Client({ host: '127.0.0.1', port: ww.port, user, password, database: ww.sourceId, ssl: false });
+  // The socket is ours after the login; the driver's view of it (its end, any error) is of no interest.
+  client.on('error', () => undefined);
+  await client.connect();
+  const socket = (client as unknown as { connection: { stream: net.Socket } }).connection.stream;
+  socket.removeAllListeners('data');
+  const reader = new FrameReader({ startupBytes: 0, messageBytes: 1 << 20 });
+  reader.startup = false;
+  let waiting: ((a: Answer) => void) | null = null;
+  let answer: Answer = { types: [], errors: [], status: '' };
+  socket.on('data', (chunk: Buffer) => {
+    reader.push(chunk);
+    for (let f = reader.next(); f !== null; f = reader.next()) {
+      answer.types.push(String.fromCharCode(f.type));
+      if (f.type === Backend.ErrorResponse) answer.errors.push(parseErrorFields(f.body).get('C') ?? '?');
+      if (f.type === Backend.ReadyForQuery) {
+        const done = { ...answer, status: String.fromCharCode(f.body[0]!) };
+        answer = { types: [], errors: [], status: '' };
+        waiting?.(done);
+      }
+    }
+  });
+  return {
+    send: (...messages) => new Promise<Answer>((resolve) => {
+      waiting = resolve;
+      socket.write(Buffer.concat(messages));
+    }),
+    close: async () => {
+      socket.end(message(0x58, Buffer.alloc(0)));
+      await new Promise((r) => setTimeout(r, 50));
+    },
+  };
 }

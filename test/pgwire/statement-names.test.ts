@@ -1,9 +1,7 @@
 // Named statements as PostgreSQL holds them: a Parse the upstream refused (the name is in use) or skipped (after an error, up to Sync) must not change what the gateway thinks the name means, or the next Execute would be governed as one statement while the upstream runs another. (A portal name reused inside a transaction aborts it, so the same trick cannot run a portal.)
-import type net from 'node:net';
-import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
-import { Backend, FrameReader, bindMessage, executeMessage, message, parseErrorFields, parseMessage, queryMessage, syncMessage } from '../../src/gateway/pgwire/protocol.js';
-import { startWireWorld, type WireWorld } from './fixture.js';
+import { bindMessage, executeMessage, parseMessage, queryMessage, syncMessage } from '../../src/gateway/pgwire/protocol.js';
+import { openRawSession, startWireWorld, type RawSession, type WireWorld } from './fixture.js';
 
 let ww: WireWorld;
 let writer: { id: number; key: string };
@@ -14,49 +12,8 @@ beforeAll(async () => {
 }, 60_000);
 afterAll(async () => ww?.stop());
 
-/** One answer of the gateway up to ReadyForQuery: message types in order and the SQLSTATEs of its errors. */
-interface Answer {
-  types: string[];
-  errors: string[];
-}
-
-/**
- * A session driven message by message: node-postgres logs in (SCRAM), then its socket is taken over, because the
- * driver itself never re-Parses a name it has prepared.
- */
-async function rawSession(): Promise<{ send(...messages: Buffer[]): Promise<Answer>; close(): Promise<void> }> {
-  const client = new pg.Client({ host: '127.0.0.1', port: ww.port, user: 'names-writer', password: writer.key, database: ww.sourceId, ssl: false });
-  // The socket is ours after the login; the driver's view of it (its end, any error) is of no interest.
-  client.on('error', () => undefined);
-  await client.connect();
-  const socket = (client as unknown as { connection: { stream: net.Socket } }).connection.stream;
-  socket.removeAllListeners('data');
-  const reader = new FrameReader({ startupBytes: 0, messageBytes: 1 << 20 });
-  reader.startup = false;
-  let waiting: ((a: Answer) => void) | null = null;
-  let answer: Answer = { types: [], errors: [] };
-  socket.on('data', (chunk: Buffer) => {
-    reader.push(chunk);
-    for (let f = reader.next(); f !== null; f = reader.next()) {
-      answer.types.push(String.fromCharCode(f.type));
-      if (f.type === Backend.ErrorResponse) answer.errors.push(parseErrorFields(f.body).get('C') ?? '?');
-      if (f.type === Backend.ReadyForQuery) {
-        const done = answer;
-        answer = { types: [], errors: [] };
-        waiting?.(done);
-      }
-    }
-  });
-  return {
-    send: (...messages) => new Promise<Answer>((resolve) => {
-      waiting = resolve;
-      socket.write(Buffer.concat(messages));
-    }),
-    close: async () => {
-      socket.end(message(0x58, Buffer.alloc(0)));
-      await new Promise((r) => setTimeout(r, 50));
-    },
-  };
+function rawSession(): Promise<RawSession> {
+  return openRawSession(ww, 'names-writer', writer.key);
 }
 
 const pwned = () => ww.direct(async (d) => (await d.query<{ n: number }>(`select count(*)::int as n from customers where name = 'PWNED'`)).rows[0]!.n);

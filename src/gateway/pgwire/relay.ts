@@ -27,6 +27,7 @@ import {
   type ErrorFields,
   type Frame,
 } from './protocol.js';
+import { REFUSAL_PARSE, REFUSAL_QUERY, TxStatus } from './transaction.js';
 import { DecisionMemo, WIRE_EXECUTE_STAGES, WIRE_PARSE_STAGES, decideStatement, endRecorded, type StatementDecision, type WireDecider } from './decide.js';
 
 /** Types whose binary form is their UTF-8 text, so personal-data scanning applies in binary results too. */
@@ -88,14 +89,22 @@ function forget(names: Map<string, unknown>, name: unknown): void {
 }
 
 type Pending =
-  /** `cut`: the gateway answered one of the query's statements with an error, so the client expects nothing more of it but ReadyForQuery. */
+  /**
+   * `localError`: the gateway refused the query; the upstream runs REFUSAL_QUERY instead and its error is answered by
+   * this one. `cut`: the gateway answered one of the query's statements with an error, so the client expects nothing
+   * more of it but ReadyForQuery.
+   */
   | { kind: 'query'; runs: StatementRun[]; index: number; localError: Buffer | null; cut?: boolean }
   /** `undo`: what restores the gateway's statement or portal names when the upstream refuses or skips this message. */
   | { kind: 'simple1'; expect: number; undo?: () => void }
   | { kind: 'describeS'; stage: 0 | 1 }
   | { kind: 'describeP'; portal: Portal | null; internal: boolean }
   | { kind: 'execute'; run: StatementRun }
-  | { kind: 'sync'; localError: Buffer | null; hadError: boolean };
+  /** REFUSAL_PARSE sent in place of a refused extended-protocol message: its upstream error is answered by `error`. */
+  | { kind: 'refusal'; error: Buffer }
+  | { kind: 'sync' }
+  /** REFUSAL_QUERY sent by the gateway itself to abort the upstream transaction block: its error is not relayed. */
+  | { kind: 'abort' };
 
 export interface RelayDeps {
   decider: WireDecider;
@@ -114,7 +123,10 @@ export class WireRelay {
   readonly #plans = new Map<string, RowPlan>();
   #lastPlan: { mode: PiiMode; redactColumns: readonly string[]; description: Buffer; plan: RowPlan } | null = null;
   #batch: Buffer[] = [];
-  #failed: ErrorFields | null = null;
+  /** An extended-protocol message was refused: what follows is ignored up to Sync, as PostgreSQL ignores it after an error. */
+  #failed = false;
+  /** The gateway answered an error the upstream did not see since the last ReadyForQuery (see #settleTransaction). */
+  #gatewayError = false;
   #closed = false;
   /** Client output not yet written: messages, and barriers holding what follows them. */
   #out: (Buffer | AuditBarrier)[] = [];
@@ -270,9 +282,8 @@ export class WireRelay {
         return;
       }
       case Frontend.Sync: {
-        const localError = this.#failed ? errorResponse(this.#failed) : null;
-        this.#failed = null;
-        this.#pending.push({ kind: 'sync', localError, hadError: false });
+        this.#failed = false;
+        this.#pending.push({ kind: 'sync' });
         this.#batch.push(frame.raw);
         this.#flushBatch();
         return;
@@ -301,9 +312,16 @@ export class WireRelay {
     this.#batch = [];
   }
 
-  /** Extended protocol: an error, then every message up to Sync is ignored (as a server would). */
+  /**
+   * Extended protocol: an error, then every message up to Sync is ignored (as a server would). The upstream fails in
+   * the refused message's place (transaction.ts), so an open transaction is aborted on both sides and its batch's
+   * implicit transaction rolls back; if an earlier message of the batch already failed upstream, that error is the
+   * one answered and this one is skipped, as PostgreSQL would skip the refused message.
+   */
   #refuseExtended(error: ErrorFields): void {
-    this.#failed = error;
+    this.#failed = true;
+    this.#pending.push({ kind: 'refusal', error: errorResponse(error) });
+    this.#batch.push(REFUSAL_PARSE);
   }
 
   #run(req: GovernedRequest, portal: Portal | null): StatementRun {
@@ -337,9 +355,10 @@ export class WireRelay {
         d.req.audit.addReason('pgwire: not executed, another statement of the same query was refused');
         this.#track(endRecorded(this.deps.decider, d.req.audit, { status: 409, decision: 'error', error_code: 'not_executed' }));
       }
-      // An empty query keeps the answer in order behind earlier pipelined ones; its EmptyQueryResponse becomes the error.
+      // The upstream fails in the query's place (transaction.ts), in order behind earlier pipelined queries; its error
+      // is answered by the refusal.
       this.#pending.push({ kind: 'query', runs: [], index: 0, localError: errorResponse((refusal as { error: ErrorFields }).error) });
-      this.upstream.write(queryMessage(''));
+      this.upstream.write(REFUSAL_QUERY);
       return;
     }
     const runs = decisions.map((d) => this.#run(d.req, null));
@@ -538,7 +557,7 @@ export class WireRelay {
       case Backend.CommandComplete:
       case Backend.EmptyQueryResponse:
       case Backend.PortalSuspended:
-        return this.#onComplete(type, raw);
+        return this.#onComplete(raw);
       case Backend.ParseComplete:
       case Backend.BindComplete:
       case Backend.CloseComplete:
@@ -551,9 +570,15 @@ export class WireRelay {
   }
 
   #onError(body: Buffer): void {
-    const msg = fieldsMessage(Backend.ErrorResponse, this.upstream.sanitizeFields(parseErrorFields(body)));
+    let msg = fieldsMessage(Backend.ErrorResponse, this.upstream.sanitizeFields(parseErrorFields(body)));
     const sqlstate = parseErrorFields(body).get('C') ?? 'XX000';
     const h = this.#head();
+    if (h?.kind === 'abort') return;
+    if (h?.kind === 'query' && h.localError) {
+      // The upstream failed in a refused query's place: the client is told why the gateway refused it.
+      msg = h.localError;
+      h.localError = null;
+    } else if (h?.kind === 'refusal') msg = h.error;
     if (h?.kind === 'query') {
       const run = h.runs[h.index];
       if (run) {
@@ -576,18 +601,36 @@ export class WireRelay {
         }
       }
       for (let i = undos.length - 1; i >= 0; i--) undos[i]!();
-      const sync = this.#head();
-      if (sync?.kind === 'sync') sync.hadError = true;
     }
     this.#send(msg);
   }
 
   #onReady(raw: Buffer): void {
     const h = this.#pending.shift();
-    if (h?.kind === 'sync' && h.localError && !h.hadError) this.#send(h.localError);
     if (h?.kind === 'query') for (const r of h.runs) this.#end(r, { status: 409, decision: 'allow', error_code: 'not_executed' });
+    // The next ReadyForQuery after an error the gateway produced itself ends the cycle (query or Sync) it belongs to.
+    const gatewayError = this.#gatewayError;
+    this.#gatewayError = false;
+    if (gatewayError && raw[5] === TxStatus.InBlock) return this.#settleTransaction();
     this.#send(raw);
   }
+
+  /**
+   * The gateway answered an error the upstream never saw (row limit, binary redacted column) inside a transaction
+   * block the upstream still holds open: the block is aborted upstream before the client is told it is ready, so the
+   * client's COMMIT cannot commit it (PostgreSQL would have aborted it on that error). If the client already pipelined
+   * more behind it, those ran upstream in a healthy block that must not be committed: the session ends instead, which
+   * rolls the block back.
+   */
+  #settleTransaction(): void {
+    if (this.#pending.length > 0 || this.#batch.length > 0) {
+      return this.#endSession('the transaction was aborted by a gateway error while further statements were already pipelined; it was rolled back', '25P02');
+    }
+    this.#pending.push({ kind: 'abort' });
+    this.upstream.write(REFUSAL_QUERY);
+  }
+
+
 
   #onRowDescription(raw: Buffer, body: Buffer): void {
     const h = this.#head();
@@ -649,14 +692,10 @@ export class WireRelay {
     return h?.kind === 'query' && h.cut === true;
   }
 
-  #onComplete(type: number, raw: Buffer): void {
+  #onComplete(raw: Buffer): void {
     const h = this.#head();
     let run: StatementRun | null = null;
     if (h?.kind === 'query') {
-      if (type === Backend.EmptyQueryResponse && h.localError) {
-        h.localError = (this.#send(h.localError), null);
-        return;
-      }
       run = h.runs[h.index] ?? null;
       h.index++;
     } else if (h?.kind === 'execute') {
@@ -669,6 +708,7 @@ export class WireRelay {
     if (cut && run?.req.audit && !run.ended) run.req.audit.addReason('pgwire: output withheld, an earlier statement of the same query ended with a gateway error');
     if (run && run.req.audit && !run.ended) {
       if ((run.plan?.refuseBinary || run.limitHit) && h?.kind === 'query') h.cut = true;
+      if (run.plan?.refuseBinary || run.limitHit) this.#gatewayError = true;
       if (run.plan?.refuseBinary) {
         run.req.audit.addReason(`redaction: column ${run.plan.refuseBinary} requested in binary format`);
         this.#end(run, { status: 400, decision: 'deny', error_code: 'binary_redacted_column' });
