@@ -3,6 +3,7 @@ import { request } from 'undici';
 import { z } from 'zod';
 import type { Connector, ConnectionTestContext, ConnectionTestResult, CredentialField } from './types.js';
 import { isValidSecretRef, resolveCredential } from './credentials.js';
+import { EGRESS_DENIED_TEXT } from '../egress/errors.js';
 
 const TOKEN: CredentialField = { literal: 'token', ref: 'token_ref' };
 const secretRef = z.string().max(4096).refine(isValidSecretRef, 'must be a secret reference (env:NAME or file:/absolute/path)');
@@ -39,7 +40,7 @@ export type HttpConfig = z.output<typeof httpConfigSchema>;
 export function sanitizeHttpError(err: unknown): string {
   const e = err as { code?: unknown; name?: unknown; cause?: unknown };
   const code = typeof e?.code === 'string' ? e.code : '';
-  if (code === 'egress_denied') return 'target address not allowed (private, loopback or reserved; see gateway.egress.allow_private_sources)';
+  if (code === 'egress_denied') return EGRESS_DENIED_TEXT;
   if (code === 'ECONNREFUSED') return 'connection refused';
   if (code === 'ENOTFOUND' || code === 'EAI_AGAIN') return 'host not found';
   if (code === 'EHOSTUNREACH' || code === 'ENETUNREACH') return 'host unreachable';

@@ -3,6 +3,7 @@ import { z } from 'zod';
 import type { Connector, ConnectionTestContext, ConnectionTestResult, CredentialField } from './types.js';
 import { isValidSecretRef, resolveCredential } from './credentials.js';
 import { connectPostgres } from './postgres-connect.js';
+import { EGRESS_DENIED_TEXT, UpstreamError } from '../egress/errors.js';
 
 /** libpq's sslmode values and meanings (docs/admin-api.md); `allow` is not offered: it prefers plain text. */
 export const SSL_MODES = ['disable', 'prefer', 'require', 'verify-ca', 'verify-full'] as const;
@@ -48,6 +49,8 @@ export function sanitizePgError(err: unknown): string {
   const e = err as { code?: unknown; message?: unknown; errors?: unknown };
   const code = typeof e?.code === 'string' ? e.code : '';
   const message = typeof e?.message === 'string' ? e.message : '';
+  if (code === 'egress_denied') return EGRESS_DENIED_TEXT;
+  if (err instanceof UpstreamError) return err.reason;
   if (code === 'ECONNREFUSED') return 'connection refused';
   if (code === '28P01' || code === '28000') return 'authentication failed';
   if (code === '3D000') return 'database does not exist';
@@ -72,13 +75,20 @@ export async function testPostgres(raw: Record<string, unknown>, ctx: Connection
   const cred = resolveCredential(config, PASSWORD, ctx.resolveSecret);
   if (!cred.ok) return { ok: false, latency_ms: elapsed(), error: 'credential reference could not be resolved' };
   const timeoutMs = Math.min(ctx.timeoutMs, config.connect_timeout_ms);
+  // The egress rules first, as live traffic applies them (postgres-exec.ts): the test connects to the checked address.
+  let address: string;
+  try {
+    ({ address } = await ctx.checkTarget(config.host));
+  } catch (err) {
+    return { ok: false, latency_ms: elapsed(), error: sanitizePgError(err) };
+  }
   try {
     // The same routine as live traffic (postgres-connect.ts): a test that passes means the wire listener, the MCP
     // query tool and approvals connect the same way.
     const client = await connectPostgres({
       config,
       password: cred.value,
-      address: config.host,
+      address,
       timeoutMs,
       applicationName: 'gatehouse-connection-test',
       clientOptions: { query_timeout: timeoutMs, statement_timeout: timeoutMs },

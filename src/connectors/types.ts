@@ -21,6 +21,12 @@ export interface ConnectionTestContext {
    * as live traffic, including gateway.egress.allow_private_sources for the source_id being tested.
    */
   dispatcher?: Dispatcher;
+  /**
+   * Resolves and checks a host under the egress rules for the source being tested (src/egress/, spec §4 rule 5), as
+   * live traffic does: the address to connect to, or a throw when the rules refuse it. Connectors that open their own
+   * sockets (PostgreSQL) must call it before connecting; a test that passes must mean live traffic may connect.
+   */
+  checkTarget: (hostname: string) => Promise<{ address: string }>;
   /** Overall bound of the test, connection and first answer included. */
   timeoutMs: number;
 }

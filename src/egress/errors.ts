@@ -19,6 +19,9 @@ export class EgressDeniedError extends GatehouseError {
   }
 }
 
+/** What a connection test says when the egress rules refuse its target: the same words for every connector. */
+export const EGRESS_DENIED_TEXT = 'target address not allowed (private, loopback or reserved; see gateway.egress.allow_private_sources)';
+
 /** Safe, fixed descriptions of upstream failures; the original error stays in `cause`. */
 export type UpstreamFailure =
   | 'connection refused'

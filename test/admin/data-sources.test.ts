@@ -103,16 +103,16 @@ describe('data sources', () => {
 
 describe('connection test', () => {
   it('connects to the real local PostgreSQL', async () => {
-    const res = await fx.api('POST', '/api/data-sources/test', { source_type: 'postgres', connection_config: { host: '127.0.0.1', port: 5432, database: 'postgres', user: 'postgres' } });
+    const res = await fx.api('POST', '/api/data-sources/test', { source_type: 'postgres', source_id: 'private-ok', connection_config: { host: '127.0.0.1', port: 5432, database: 'postgres', user: 'postgres' } });
     expect(res.status, res.text).toBe(200);
     expect(res.json).toMatchObject({ ok: true, error: null });
     expect(res.json.latency_ms).toBeGreaterThan(0);
   });
 
   it('a password from a file reference is resolved at use time (trust auth ignores it, the resolution must still work)', async () => {
-    const res = await fx.api('POST', '/api/data-sources/test', { source_type: 'postgres', connection_config: { host: '127.0.0.1', database: 'postgres', user: 'postgres', password_ref: `file:${dir}/pg-password` } });
+    const res = await fx.api('POST', '/api/data-sources/test', { source_type: 'postgres', source_id: 'private-ok', connection_config: { host: '127.0.0.1', database: 'postgres', user: 'postgres', password_ref: `file:${dir}/pg-password` } });
     expect(res.json).toMatchObject({ ok: true });
-    const missing = await fx.api('POST', '/api/data-sources/test', { source_type: 'postgres', connection_config: { host: '127.0.0.1', database: 'postgres', user: 'postgres', password_ref: `file:${dir}/absent` } });
+    const missing = await fx.api('POST', '/api/data-sources/test', { source_type: 'postgres', source_id: 'private-ok', connection_config: { host: '127.0.0.1', database: 'postgres', user: 'postgres', password_ref: `file:${dir}/absent` } });
     expect(missing.json).toMatchObject({ ok: false, error: 'credential reference could not be resolved' });
     expect(missing.text).not.toContain(dir);
   });
@@ -120,7 +120,7 @@ describe('connection test', () => {
   it('a closed port fails fast with a safe error; nothing is stored', async () => {
     const before = (await fx.api('GET', '/api/data-sources')).json.length;
     const started = Date.now();
-    const res = await fx.api('POST', '/api/data-sources/test', { source_type: 'postgres', name: 'x', connection_config: { host: '127.0.0.1', port: closedPort, database: 'postgres', user: 'postgres', password: PG_PASSWORD } });
+    const res = await fx.api('POST', '/api/data-sources/test', { source_type: 'postgres', source_id: 'private-ok', name: 'x', connection_config: { host: '127.0.0.1', port: closedPort, database: 'postgres', user: 'postgres', password: PG_PASSWORD } });
     expect(Date.now() - started).toBeLessThan(3_000);
     expect(res.json).toEqual({ ok: false, latency_ms: expect.any(Number), error: 'connection refused' });
     expect(res.text).not.toContain(String(closedPort));
@@ -130,7 +130,7 @@ describe('connection test', () => {
     const refused = await fx.api('POST', '/api/data-sources/test', { source_type: 'http', connection_config: { base_url: `http://127.0.0.1:${closedPort}/`, token: HTTP_TOKEN } });
     expect(refused.json).toMatchObject({ ok: false, error: expect.stringMatching(/^target address not allowed/) });
     expect(refused.text).not.toContain('127.0.0.1');
-    const wrongDb = await fx.api('POST', '/api/data-sources/test', { source_type: 'postgres', connection_config: { host: '127.0.0.1', database: 'no_such_db_here', user: 'postgres' } });
+    const wrongDb = await fx.api('POST', '/api/data-sources/test', { source_type: 'postgres', source_id: 'private-ok', connection_config: { host: '127.0.0.1', database: 'no_such_db_here', user: 'postgres' } });
     expect(wrongDb.json).toMatchObject({ ok: false, error: 'database does not exist' });
     expect(wrongDb.text).not.toContain('no_such_db_here');
     expect((await fx.api('GET', '/api/data-sources')).json.length).toBe(before);
@@ -154,7 +154,7 @@ describe('data source validation (422 with exact loc)', () => {
     expect422(await fx.api('PATCH', '/api/data-sources/crm', { connection_config: { base_url: 'nope' } }), ['body', 'connection_config', 'base_url']);
     expect422(await fx.api('PATCH', '/api/data-sources/crm', { enabled: 'no' }), ['body', 'enabled']);
     expect422(await fx.api('POST', '/api/data-sources/test', {}), ['body', 'source_type']);
-    expect422(await fx.api('POST', '/api/data-sources/test', { source_type: 'postgres', connection_config: { host: 'h' } }), ['body', 'connection_config', 'database']);
+    expect422(await fx.api('POST', '/api/data-sources/test', { source_type: 'postgres', source_id: 'private-ok', connection_config: { host: 'h' } }), ['body', 'connection_config', 'database']);
     expect422(await fx.api('GET', '/api/data-sources/bad%20id'), ['path', 'source_id']);
   });
 });

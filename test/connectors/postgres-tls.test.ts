@@ -50,7 +50,7 @@ afterAll(async () => {
 
 const TLS = () => ({ host: '127.0.0.1', port: tlsServer.port, database: 'postgres', user: 'postgres' });
 const PLAIN = { host: TEST_PG_HOST, port: TEST_PG_PORT, database: 'postgres', user: 'postgres' };
-const connectionTest = (config: Record<string, unknown>) => testPostgres(config, { resolveSecret: () => ({ ok: false, problem: 'unset' }) as never, timeoutMs: 5_000 });
+const connectionTest = (config: Record<string, unknown>) => testPostgres(config, { resolveSecret: () => ({ ok: false, problem: 'unset' }) as never, timeoutMs: 5_000, checkTarget: async (host) => ({ address: host }) });
 
 /**
  * The execution path: the wire listener's, the MCP query tool's and approval execution's pools, with egress mapping

@@ -281,8 +281,10 @@ export function buildDataSourceRoutes(ctx: AdminModuleContext, connectors: Conne
         config = parsedConfig(connector, body.connection_config);
       }
       const { egress } = await buildGovernanceRuntime(services);
-      const dispatcher = egress.forSource(body.source_id ?? CONNECTION_TEST_SOURCE);
-      const result = await connector.test(config, { resolveSecret, timeoutMs: CONNECTION_TEST_TIMEOUT_MS, dispatcher });
+      const testedAs = body.source_id ?? CONNECTION_TEST_SOURCE;
+      const dispatcher = egress.forSource(testedAs);
+      const checkTarget = (hostname: string) => egress.checkTarget(testedAs, hostname);
+      const result = await connector.test(config, { resolveSecret, timeoutMs: CONNECTION_TEST_TIMEOUT_MS, dispatcher, checkTarget });
       await audit(services, req, 'data_source.test', { type: 'data_source', id: body.source_id ?? body.name ?? '(unsaved)' }, undefined, 200, {
         connector: connector.key,
         connection_config: maskSourceConfig(config, connector.credentials),
