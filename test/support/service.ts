@@ -16,7 +16,7 @@ export interface TestService {
   gatewayUrl: string;
   adminUrl: string;
   database: TestDatabase | null;
-  /** Environment used to load the configuration (reuse it to start a second replica). */
+  /** Environment used to load the configuration (reuse it to start a second replica); without the spool directory, which is each service's own (one process per spool). */
   env: Record<string, string>;
   stop(): Promise<void>;
 }
@@ -64,7 +64,7 @@ export async function startTestService(opts: TestServiceOptions = {}): Promise<T
     gatewayUrl: url('gateway.http_port'),
     adminUrl: url('admin.port'),
     database,
-    env,
+    env: Object.fromEntries(Object.entries(env).filter(([k]) => k !== 'SERVICE_AUDIT__SPOOL__DIR')),
     async stop() {
       if (stopped) return;
       stopped = true;
