@@ -28,6 +28,7 @@ import {
   type Frame,
 } from './protocol.js';
 import { REFUSAL_PARSE, REFUSAL_QUERY, TxStatus } from './transaction.js';
+import { FUNCTION_CALL_RESPONSE, functionCallResponse, functionLookupSql, governedSql, parseFunctionCall, parseFunctionCallResponse, type CalledFunction } from './function-call.js';
 import { DecisionMemo, WIRE_EXECUTE_STAGES, WIRE_PARSE_STAGES, decideStatement, endRecorded, type StatementDecision, type WireDecider } from './decide.js';
 
 /** Types whose binary form is their UTF-8 text, so personal-data scanning applies in binary results too. */
@@ -104,7 +105,22 @@ type Pending =
   | { kind: 'refusal'; error: Buffer }
   | { kind: 'sync' }
   /** REFUSAL_QUERY sent by the gateway itself to abort the upstream transaction block: its error is not relayed. */
-  | { kind: 'abort' };
+  | { kind: 'abort' }
+  /** A query of the gateway's own on the session's connection: its answer goes to `done`, never to the client. */
+  | { kind: 'internal'; answer: InternalAnswer; done: (a: InternalAnswer) => void }
+  /** A FunctionCall relayed upstream: one FunctionCallResponse or ErrorResponse, then ReadyForQuery. */
+  | { kind: 'fcall'; run: StatementRun; fn: CalledFunction; resultFormat: number };
+
+interface InternalAnswer {
+  description: Buffer | null;
+  rows: (string | null)[][];
+  error: ErrorFields | null;
+}
+
+/** Messages the server sends at any time: they reach the client even while the gateway's own query is answered. */
+const ASYNCHRONOUS_TYPES = new Set<number>([0, Backend.ParameterStatus, Backend.NoticeResponse, Backend.NotificationResponse]);
+/** Functions whose OID the session already resolved: OIDs of existing functions never change meaning. */
+const MAX_CACHED_FUNCTIONS = 256;
 
 export interface RelayDeps {
   decider: WireDecider;
@@ -119,6 +135,7 @@ export class WireRelay {
   readonly #pending: Pending[] = [];
   readonly #statements = new Map<string, string>();
   readonly #portals = new Map<string, Portal>();
+  readonly #functions = new Map<number, CalledFunction>();
   /** Row plans by (pii mode, redacted columns, RowDescription): stateless, so a session reuses them. */
   readonly #plans = new Map<string, RowPlan>();
   #lastPlan: { mode: PiiMode; redactColumns: readonly string[]; description: Buffer; plan: RowPlan } | null = null;
@@ -178,6 +195,7 @@ export class WireRelay {
     for (const p of this.#pending) {
       const runs = p.kind === 'query' ? p.runs : p.kind === 'execute' ? [p.run] : [];
       for (const r of runs) if (!r.ended) this.#end(r, { status: 499, decision: 'error', error_code: 'client_closed' });
+      if (p.kind === 'fcall' && !p.run.ended) this.#end(p.run, { status: 499, decision: 'error', error_code: 'client_closed' });
     }
     this.upstream.setHandler(null);
   }
@@ -299,8 +317,7 @@ export class WireRelay {
         this.upstream.write(frame.raw);
         return;
       case Frontend.FunctionCall:
-        this.#refuseExtended({ sqlstate: '0A000', message: 'The function call protocol message is not supported through the gateway.' });
-        return;
+        return this.#functionCall(frame);
       default:
         throw new ProtocolViolation(`unexpected message type ${frame.type}`);
     }
@@ -464,6 +481,91 @@ export class WireRelay {
     this.#batch.push(frame.raw);
   }
 
+  /**
+   * FunctionCall is a cycle of its own, as in PostgreSQL: one FunctionCallResponse or ErrorResponse, then
+   * ReadyForQuery, no Sync. The OID is named through the upstream's pg_proc and the call governed as the SELECT of that
+   * function (docs/pgwire.md "Function calls"): refused, it is answered here; allowed, the message itself goes upstream.
+   */
+  async #functionCall(frame: Frame): Promise<void> {
+    const call = parseFunctionCall(frame.body);
+    if (this.#extendedOpen()) {
+      // The upstream may be skipping to a Sync the client has not sent: nothing sent now would be answered in order.
+      return this.#endSession('FunctionCall inside an unfinished extended-protocol batch (send Sync first)');
+    }
+    let fn = this.#functions.get(call.oid);
+    if (!fn) {
+      const a = await this.#internal(queryMessage(functionLookupSql(call.oid)));
+      if (a.error) return this.#answerLocally(a.error);
+      const row = a.rows[0];
+      if (!row) return this.#answerLocally({ sqlstate: '42883', message: `function with OID ${call.oid} does not exist` });
+      fn = { schema: row[0] ?? '', name: row[1] ?? '', returnType: Number(row[2]) };
+      if (this.#functions.size >= MAX_CACHED_FUNCTIONS) this.#functions.clear();
+      this.#functions.set(call.oid, fn);
+    }
+    const decision = await this.#decide(governedSql(fn, call.args.length), call.args, WIRE_EXECUTE_STAGES, null);
+    if (decision.kind !== 'allow') {
+      this.#track(decision.recorded);
+      return this.#answerLocally(decision.error);
+    }
+    const run = this.#run(decision.req, null);
+    if (isWriteOperation(run.req.operation)) run.req.audit.admit();
+    this.#pending.push({ kind: 'fcall', run, fn, resultFormat: call.resultFormat });
+    this.upstream.write(frame.raw);
+  }
+
+  /** True while extended-protocol messages wait for their Sync (in the batch or already upstream). */
+  #extendedOpen(): boolean {
+    if (this.#batch.length > 0) return true;
+    const last = this.#pending[this.#pending.length - 1];
+    return last !== undefined && (last.kind === 'simple1' || last.kind === 'describeS' || last.kind === 'describeP' || last.kind === 'execute' || last.kind === 'refusal');
+  }
+
+  /** An error answered by the gateway as a cycle of its own: the upstream fails in its place (transaction.ts), so a transaction block is aborted as PostgreSQL's own error would abort it. */
+  #answerLocally(error: ErrorFields): void {
+    this.#pending.push({ kind: 'query', runs: [], index: 0, localError: errorResponse(error) });
+    this.upstream.write(REFUSAL_QUERY);
+  }
+
+  /** Runs a query of the gateway's own on the session's connection, in order behind what the client already sent. */
+  #internal(msg: Buffer): Promise<InternalAnswer> {
+    return new Promise((done) => {
+      this.#pending.push({ kind: 'internal', answer: { description: null, rows: [], error: null }, done });
+      this.upstream.write(msg);
+    });
+  }
+
+  #onInternal(h: Pending & { kind: 'internal' }, type: number, body: Buffer): void {
+    const a = h.answer;
+    if (type === Backend.RowDescription) a.description = Buffer.from(body);
+    else if (type === Backend.DataRow) a.rows.push(parseDataRow(body).map((v) => (v === null ? null : v.toString('utf8'))));
+    else if (type === Backend.ErrorResponse) {
+      const f = this.upstream.sanitizeFields(parseErrorFields(body));
+      a.error ??= { sqlstate: f.get('C') ?? 'XX000', message: f.get('M') ?? 'upstream error', ...(f.has('D') ? { detail: f.get('D')! } : {}), ...(f.has('H') ? { hint: f.get('H')! } : {}) };
+    } else if (type === Backend.ReadyForQuery) {
+      this.#pending.shift();
+      h.done(a);
+    }
+  }
+
+  #onFunctionResult(h: Pending & { kind: 'fcall' }, body: Buffer): void {
+    const run = h.run;
+    let value = parseFunctionCallResponse(body);
+    if (value !== null && this.#needsPlan(run) && (h.resultFormat === 0 || TEXT_LIKE_OIDS.has(h.fn.returnType))) {
+      const o = run.req.policyDecision!.obligations;
+      const text = value.toString('utf8');
+      const r = this.deps.pii.rowRedactor([h.fn.name], { mode: o.pii_mode ?? this.deps.defaultPiiMode, redactColumns: o.redact_columns })([text]);
+      if (r.redactions > 0) {
+        run.redactions += r.redactions;
+        const v = r.values[0];
+        value = v === null || v === undefined ? null : Buffer.from(v, 'utf8');
+      }
+    }
+    const out = functionCallResponse(value);
+    run.bytesOut += out.length;
+    this.#end(run, { status: 200, decision: 'allow', error_code: null });
+    this.#send(out);
+  }
+
   #needsPlan(run: StatementRun): boolean {
     const o = run.req.policyDecision?.obligations;
     return (o?.redact_columns.length ?? 0) > 0 || (o?.pii_mode ?? this.deps.defaultPiiMode) !== 'off';
@@ -523,6 +625,8 @@ export class WireRelay {
   }
 
   #onUpstream(type: number, raw: Buffer, body: Buffer): void {
+    const head = this.#pending[0];
+    if (head?.kind === 'internal' && !ASYNCHRONOUS_TYPES.has(type)) return this.#onInternal(head, type, body);
     switch (type) {
       case 0:
         return this.#endSession('the upstream connection was lost', '08006');
@@ -558,6 +662,9 @@ export class WireRelay {
       case Backend.EmptyQueryResponse:
       case Backend.PortalSuspended:
         return this.#onComplete(raw);
+      case FUNCTION_CALL_RESPONSE:
+        if (head?.kind === 'fcall') return this.#onFunctionResult(head, body);
+        return this.#send(raw);
       case Backend.ParseComplete:
       case Backend.BindComplete:
       case Backend.CloseComplete:
@@ -588,6 +695,9 @@ export class WireRelay {
       for (const r of h.runs.slice(h.index + 1)) this.#end(r, { status: 409, decision: 'allow', error_code: 'not_executed' });
       h.index = h.runs.length;
       if (h.cut) return;
+    } else if (h?.kind === 'fcall') {
+      h.run.req.audit.addReason(`upstream sqlstate ${sqlstate}`);
+      this.#end(h.run, { status: 400, decision: 'allow', error_code: 'upstream_sql_error' });
     } else {
       // Extended protocol: the upstream skips to Sync; everything before the Sync is answered by this error. The failed
       // message and the skipped ones did not happen upstream: their renames are undone, latest first.
@@ -608,6 +718,7 @@ export class WireRelay {
   #onReady(raw: Buffer): void {
     const h = this.#pending.shift();
     if (h?.kind === 'query') for (const r of h.runs) this.#end(r, { status: 409, decision: 'allow', error_code: 'not_executed' });
+    if (h?.kind === 'fcall') this.#end(h.run, { status: 502, decision: 'allow', error_code: 'upstream_sql_error' });
     // The next ReadyForQuery after an error the gateway produced itself ends the cycle (query or Sync) it belongs to.
     const gatewayError = this.#gatewayError;
     this.#gatewayError = false;
