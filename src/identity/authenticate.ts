@@ -2,7 +2,7 @@
 import { sql } from 'kysely';
 import type { Identity } from '../store/schema.js';
 import { getIdentityByApiKeyDigest, getIdentityByLegacyDigest } from '../store/repos/identities.js';
-import { GatehouseError } from '../errors/registry.js';
+import { GatehouseError, isGatehouseError } from '../errors/registry.js';
 import { translateConnectionError } from '../store/errors.js';
 import { API_KEY_CHARSET, MAX_API_KEY_LENGTH, digestApiKey, digestsEqual, legacyDigest, scramVerifier } from './keys.js';
 import { decodeSession, encodeSession, keySessionKey, type AgentIdentity, type KeySessionDeps } from './key-sessions.js';
@@ -95,15 +95,19 @@ export async function authenticateAgent(deps: AgentAuthDeps, authorizationHeader
 
   let coordUp = useSessions;
   let revoked = false;
+  let revokedAt: number | null = null;
+  const revision = deps.memo?.revision ?? 0;
   if (useSessions) {
     const remembered = deps.memo?.get(digest);
     if (remembered !== undefined) return accepted(remembered);
-    const revision = deps.memo?.revision ?? 0;
     try {
       const session = decodeSession(await deps.coord.get(sessionKey));
-      if (session === 'revoked') revoked = true;
-      else if (session !== null && digestsEqual(session.digest, digest) && session.identity.enabled) {
+      if (session !== null && 'revoked' in session) {
+        revoked = true;
+        revokedAt = session.at;
+      } else if (session !== null && digestsEqual(session.digest, digest) && session.identity.enabled) {
         deps.memo?.set(digest, session.identity, revision);
+        if (typeof session.at === 'number') deps.memo?.keepStandby(digest, session.identity, session.at, revision);
         return accepted(session.identity);
       }
     } catch {
@@ -111,12 +115,24 @@ export async function authenticateAgent(deps: AgentAuthDeps, authorizationHeader
     }
   }
 
-  const row = await identityFromStore(deps, key, digest);
+  const verifiedAt = Date.now();
+  let row: Identity | null;
+  try {
+    row = await identityFromStore(deps, key, digest);
+  } catch (err) {
+    // The control store cannot answer: a key this process verified within one session TTL is served from memory, as a
+    // key session in the coordination store would be (it may have been lost with a Redis restart). Only with the
+    // coordination store answering, so revocations still reach this process; never for a revoked or unknown key.
+    const standby = coordUp && isGatehouseError(err) && err.code === 'unavailable' ? deps.memo?.standby(digest, revokedAt) : undefined;
+    if (standby !== undefined) return accepted(standby);
+    throw err;
+  }
   if (row === null || !row.enabled) throw unauthenticated();
   const identity = toAgentIdentity(row);
+  if (useSessions) deps.memo?.keepStandby(digest, identity, verifiedAt, revision);
   if (coordUp && !revoked) {
     try {
-      await deps.coord.setIfAbsent(sessionKey, encodeSession(digest, identity), { ttlMs: deps.ttlSeconds * 1000 });
+      await deps.coord.setIfAbsent(sessionKey, encodeSession(digest, identity, verifiedAt), { ttlMs: deps.ttlSeconds * 1000 });
     } catch {
       // The session is an optimisation; the database already answered.
     }

@@ -36,10 +36,10 @@ const memos = new WeakMap<object, KeySessionMemo>();
  * The process's key-session memo, subscribed to revocations. Only processes that authenticate agents at volume
  * (the gateway) start it; everyone else revokes through the coordination store and the broadcast.
  */
-export async function startKeySessionMemo(services: Pick<Services, 'coord' | 'onClose'>): Promise<KeySessionMemo> {
+export async function startKeySessionMemo(services: Pick<Services, 'coord' | 'onClose' | 'config'>): Promise<KeySessionMemo> {
   let memo = memos.get(services);
   if (memo === undefined) {
-    memo = new KeySessionMemo(services.coord);
+    memo = new KeySessionMemo(services.coord, services.config.auth.key_session_ttl_seconds);
     memos.set(services, memo);
     await memo.start();
     const started = memo;

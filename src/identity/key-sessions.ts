@@ -40,6 +40,9 @@ export const KEY_DIGEST_MEMO_MS = 10_000;
 /** Distinct keys a process remembers digests for (agents active within KEY_DIGEST_MEMO_MS). */
 const KEY_DIGEST_MEMO_MAX = 1_024;
 
+/** Distinct identities a process keeps a standby copy of (see KeySessionMemo.standby). */
+const STANDBY_MAX = 50_000;
+
 /** What one revocation names: the revoked key digests, or every key when the broadcast could not be read. */
 export type KeyRevocation = readonly string[] | 'all';
 
@@ -90,8 +93,22 @@ export class KeySessionMemo implements KeyRevocationFeed {
   #unsubscribe: (() => Promise<void>) | null = null;
   /** Bumped by every revocation: a session read from the coordination store before one is not remembered after it. */
   #revision = 0;
+  /**
+   * The last verification of each key this process accepted, kept for one key-session TTL from the moment the control
+   * store confirmed it: what a key session in the coordination store would hold, but surviving a Redis restart (which
+   * empties it) and a revocation marker older than the verification. Read only when the control store cannot answer.
+   */
+  readonly #standby: LRUCache<string, { identity: AgentIdentity; verifiedAt: number }>;
+  readonly #standbyMs: number;
 
-  constructor(private readonly coord: Coordination) {}
+  /** `ttlSeconds`: auth.key_session_ttl_seconds, the bound on a standby copy's age (0: no standby copies). */
+  constructor(
+    private readonly coord: Coordination,
+    ttlSeconds = 0,
+  ) {
+    this.#standbyMs = ttlSeconds * 1000;
+    this.#standby = new LRUCache({ max: STANDBY_MAX, ttl: Math.max(this.#standbyMs, 1), ttlAutopurge: false });
+  }
 
   async start(): Promise<void> {
     this.#unsubscribe = await this.coord.subscribe(KEY_SESSION_REVOKED_CHANNEL, (message) => this.#revoked(parseKeyRevocation(message)));
@@ -121,6 +138,33 @@ export class KeySessionMemo implements KeyRevocationFeed {
     if (this.#subscribed && revision === this.#revision) this.#cache.set(digest, identity);
   }
 
+  /**
+   * Keeps the verification of a key (confirmed by the control store at `verifiedAt`, epoch ms) as its standby copy,
+   * unless a revocation was heard since `revision` was read (the verification may be the very thing revoked).
+   */
+  keepStandby(digest: string, identity: AgentIdentity, verifiedAt: number, revision: number): void {
+    if (this.#standbyMs <= 0 || !this.#subscribed || revision !== this.#revision) return;
+    const age = Date.now() - verifiedAt;
+    if (age >= this.#standbyMs) return;
+    const kept = this.#standby.get(digest);
+    if (kept !== undefined && kept.verifiedAt >= verifiedAt) return;
+    this.#standby.set(digest, { identity, verifiedAt }, { ttl: this.#standbyMs - Math.max(age, 0) });
+  }
+
+  /**
+   * The standby copy of a key, for when the control store cannot answer and the coordination store holds no session
+   * (key sessions serve from memory as when only the database is down). Only while revocations reach this process
+   * (a revocation heard drops the copy), only within one key-session TTL of its verification (the bound a session
+   * in the coordination store has), and never when a revocation marker is not older than the verification.
+   */
+  standby(digest: string, revokedAt: number | null): AgentIdentity | undefined {
+    if (!this.live) return undefined;
+    const kept = this.#standby.get(digest);
+    if (kept === undefined || Date.now() - kept.verifiedAt >= this.#standbyMs) return undefined;
+    if (revokedAt !== null && !(kept.verifiedAt > revokedAt)) return undefined;
+    return kept.identity;
+  }
+
   /** The remembered digest of an accepted key under this pepper, if any. */
   digestOf(pepper: string, key: string): string | undefined {
     const remembered = this.#digests.get(key);
@@ -139,8 +183,15 @@ export class KeySessionMemo implements KeyRevocationFeed {
 
   #revoked(revoked: KeyRevocation): void {
     this.#revision += 1;
-    if (revoked === 'all') this.#cache.clear();
-    else for (const d of revoked) this.#cache.delete(d);
+    if (revoked === 'all') {
+      this.#cache.clear();
+      this.#standby.clear();
+    } else {
+      for (const d of revoked) {
+        this.#cache.delete(d);
+        this.#standby.delete(d);
+      }
+    }
     for (const listener of this.#listeners) listener(revoked);
   }
 
@@ -148,6 +199,7 @@ export class KeySessionMemo implements KeyRevocationFeed {
     this.#subscribed = false;
     this.#cache.clear();
     this.#digests.clear();
+    this.#standby.clear();
     await this.#unsubscribe?.();
   }
 }
@@ -155,8 +207,13 @@ export class KeySessionMemo implements KeyRevocationFeed {
 /**
  * A revocation marker rather than a plain delete: an authentication that read the database just before
  * the change cannot write its stale session over the marker (sessions are written with setIfAbsent).
+ * Written as `revoked:<epoch ms>`: a standby copy verified after that moment is newer than the revocation.
  */
 export const REVOKED_MARKER = 'revoked';
+
+export function revocationMarker(now = Date.now()): string {
+  return `${REVOKED_MARKER}:${now}`;
+}
 
 /**
  * How long a revocation marker blocks re-caching. It only has to outlive the window between an authentication's
@@ -173,17 +230,29 @@ interface StoredSession {
   v: 1;
   digest: string;
   identity: AgentIdentity;
+  /** When the control store confirmed the identity (epoch ms); absent in sessions written before it was recorded. */
+  at?: number;
 }
 
-export function encodeSession(digest: string, identity: AgentIdentity): string {
-  const s: StoredSession = { v: 1, digest, identity };
+/** A revocation marker: when it was set (epoch ms), or null when the marker does not say (then it is newer than anything). */
+export interface RevokedSession {
+  revoked: true;
+  at: number | null;
+}
+
+export function encodeSession(digest: string, identity: AgentIdentity, verifiedAt?: number): string {
+  const s: StoredSession = { v: 1, digest, identity, ...(verifiedAt !== undefined ? { at: verifiedAt } : {}) };
   return JSON.stringify(s);
 }
 
-/** The session's identity, 'revoked', or null when absent or unreadable. */
-export function decodeSession(raw: string | null): StoredSession | 'revoked' | null {
+/** The session's identity, a revocation marker, or null when absent or unreadable. */
+export function decodeSession(raw: string | null): StoredSession | RevokedSession | null {
   if (raw === null) return null;
-  if (raw === REVOKED_MARKER) return 'revoked';
+  if (raw === REVOKED_MARKER) return { revoked: true, at: null };
+  if (raw.startsWith(`${REVOKED_MARKER}:`)) {
+    const at = Number(raw.slice(REVOKED_MARKER.length + 1));
+    return { revoked: true, at: Number.isSafeInteger(at) ? at : null };
+  }
   try {
     const parsed = JSON.parse(raw) as Partial<StoredSession>;
     if (parsed.v !== 1 || typeof parsed.digest !== 'string' || typeof parsed.identity?.id !== 'number') return null;
@@ -204,7 +273,8 @@ export async function revokeKeySessions(deps: KeySessionDeps, digests: ReadonlyA
   try {
     if (deps.ttlSeconds > 0) {
       const ttlMs = Math.min(deps.ttlSeconds * 1000, REVOCATION_MARKER_MS);
-      for (const d of keys) await deps.coord.set(keySessionKey(d), REVOKED_MARKER, { ttlMs });
+      const marker = revocationMarker();
+      for (const d of keys) await deps.coord.set(keySessionKey(d), marker, { ttlMs });
     }
     deps.memo?.drop(keys);
     await deps.coord.publish(KEY_SESSION_REVOKED_CHANNEL, JSON.stringify(keys));
