@@ -192,8 +192,16 @@ export interface WorkersTable {
   started_at: CreatedAt;
 }
 
+/** Admin sessions of the embedded default (in-process coordination); with Redis they live there (docs/admin-auth.md). */
+export interface AdminSessionsTable {
+  id: string;
+  record: string;
+  expires_at: Date;
+}
+
 export interface Database {
   admin_users: AdminUsersTable;
+  admin_sessions: AdminSessionsTable;
   admin_tokens: AdminTokensTable;
   identities: IdentitiesTable;
   data_sources: DataSourcesTable;

@@ -7,6 +7,7 @@ import { installAdminGuard } from './guard.js';
 import { registerAuthRoutes } from './routes.js';
 import { registerAdminUserRoutes } from './admins-api.js';
 import { AdminSessions } from './sessions.js';
+import { sessionStoreFor } from './session-store.js';
 import { LoginThrottle } from './throttle.js';
 import { whenMigrated } from '../../runtime/when-migrated.js';
 
@@ -25,7 +26,7 @@ export const adminAuthModule: AdminModule = async ({ app, api, services }) => {
     }
   });
 
-  const sessions = new AdminSessions(coord, secrets.get('admin.signing_secret_ref'), {
+  const sessions = new AdminSessions(sessionStoreFor(coord, db), secrets.get('admin.signing_secret_ref'), {
     ttlSeconds: admin.session_ttl_seconds,
     idleSeconds: admin.session_idle_seconds,
   });

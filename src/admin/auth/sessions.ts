@@ -1,8 +1,8 @@
-// Admin sessions: server-side records in the coordination store, referenced by a cookie signed with the admin signing secret.
+// Admin sessions: server-side records in the session store (session-store.ts), referenced by a cookie signed with the admin signing secret.
 import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
-import type { Coordination } from '../../coord/port.js';
+import type { SessionStore } from './session-store.js';
 
-/** What the coordination store holds under `admin-session:<id>`. */
+/** What the session store holds per session id. */
 export interface SessionRecord {
   admin_user_id: number;
   /** The admin's auth_version when the session was made; any later change revokes it (spec §5.3). */
@@ -26,17 +26,16 @@ export interface SessionOptions {
   idleSeconds: number;
 }
 
-const KEY_PREFIX = 'admin-session:';
 const ID_PATTERN = /^[A-Za-z0-9_-]{43}$/;
 
 export class AdminSessions {
-  readonly #coord: Coordination;
+  readonly #store: SessionStore;
   readonly #secret: string;
   readonly #opts: SessionOptions;
 
-  constructor(coord: Coordination, signingSecret: string, opts: SessionOptions) {
+  constructor(store: SessionStore, signingSecret: string, opts: SessionOptions) {
     if (signingSecret.length === 0) throw new TypeError('the admin signing secret is empty');
-    this.#coord = coord;
+    this.#store = store;
     this.#secret = signingSecret;
     this.#opts = opts;
   }
@@ -52,7 +51,7 @@ export class AdminSessions {
       created_at: now,
       last_seen_at: now,
     };
-    await this.#coord.set(KEY_PREFIX + id, JSON.stringify(record), { ttlMs: Math.min(this.#opts.idleSeconds, this.#opts.ttlSeconds) * 1000 });
+    await this.#store.set(id, JSON.stringify(record), Math.min(this.#opts.idleSeconds, this.#opts.ttlSeconds) * 1000);
     return { cookieValue: `${id}.${this.#sign(id)}`, session: { id, record } };
   }
 
@@ -63,21 +62,21 @@ export class AdminSessions {
   async load(cookieValue: string | undefined): Promise<LoadedSession | null> {
     const id = this.verifyCookie(cookieValue);
     if (id === null) return null;
-    const raw = await this.#coord.get(KEY_PREFIX + id);
+    const raw = await this.#store.get(id);
     if (raw === null) return null;
     const record = parseRecord(raw);
     const remainingMs = record ? record.created_at + this.#opts.ttlSeconds * 1000 - Date.now() : 0;
     if (!record || remainingMs <= 0) {
-      await this.#coord.del(KEY_PREFIX + id);
+      await this.#store.del(id);
       return null;
     }
     // EXPIRE rather than a rewrite: a request racing a logout must never bring the deleted session back.
-    await this.#coord.expire(KEY_PREFIX + id, Math.max(1, Math.min(this.#opts.idleSeconds * 1000, remainingMs)));
+    await this.#store.expire(id, Math.max(1, Math.min(this.#opts.idleSeconds * 1000, remainingMs)));
     return { id, record };
   }
 
   async destroy(id: string): Promise<void> {
-    await this.#coord.del(KEY_PREFIX + id);
+    await this.#store.del(id);
   }
 
   /** The session id of a correctly signed cookie value, else null; the signature is compared in constant time. */

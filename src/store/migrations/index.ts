@@ -3,10 +3,12 @@ import type { Migration } from 'kysely/migration';
 import { foundation } from './0001_foundation.js';
 import { audit } from './0002_audit.js';
 import { approvalsExecution } from './0003_approvals_execution.js';
+import { adminSessions } from './0004_admin_sessions.js';
 
 /** Every migration, keyed by its sortable name; Kysely applies them in key order. Append only. */
 export const migrations: Readonly<Record<string, Migration>> = Object.freeze({
   '0001_foundation': foundation,
   '0002_audit': audit,
   '0003_approvals_execution': approvalsExecution,
+  '0004_admin_sessions': adminSessions,
 });
