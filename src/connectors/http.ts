@@ -4,23 +4,18 @@ import { z } from 'zod';
 import type { Connector, ConnectionTestContext, ConnectionTestResult, CredentialField } from './types.js';
 import { isValidSecretRef, resolveCredential } from './credentials.js';
 import { EGRESS_DENIED_TEXT } from '../egress/errors.js';
+import { baseUrlProblem } from '../governance/base-url.js';
 
 const TOKEN: CredentialField = { literal: 'token', ref: 'token_ref' };
 const secretRef = z.string().max(4096).refine(isValidSecretRef, 'must be a secret reference (env:NAME or file:/absolute/path)');
 /** The test reads at most this much of the answer; it only wants to know the upstream answers. */
 const TEST_BODY_CAP_BYTES = 4096;
 
-const baseUrl = z
-  .string()
-  .max(2048)
-  .refine((s) => {
-    try {
-      const u = new URL(s);
-      return (u.protocol === 'http:' || u.protocol === 'https:') && u.username === '' && u.password === '' && u.hash === '' && u.search === '';
-    } catch {
-      return false;
-    }
-  }, 'must be an absolute http(s) URL without credentials, query or fragment');
+// Refused with the reason, under connection_config.base_url (a 422 from the admin API): spellings a second URL parser would read differently.
+const baseUrl = z.string().superRefine((s, ctx) => {
+  const problem = baseUrlProblem(s);
+  if (problem !== null) ctx.addIssue({ code: 'custom', message: `base_url ${problem}` });
+});
 
 export const httpConfigSchema = z
   .strictObject({

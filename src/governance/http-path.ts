@@ -16,6 +16,8 @@
 //      path on a segment boundary) — defence in depth, it cannot fail if 1–4 hold
 // The reasons are stable identifiers for logs and audit; clients only ever see `invalid_path`.
 
+import { baseUrlProblem } from './base-url.js';
+
 /** Longest accepted path part of the request target (prefix + remainder), in bytes/characters. */
 export const MAX_PATH_LENGTH = 8 * 1024;
 /** Longest accepted query string (without the `?`). */
@@ -198,6 +200,8 @@ function parsedBase(raw: string): ParsedBase | null {
 }
 
 function parseBaseUrl(raw: string): ParsedBase | null {
+  // A source stored before the base URL rules tightened is refused here too (fail closed).
+  if (baseUrlProblem(raw) !== null) return null;
   let url: URL;
   try {
     url = new URL(raw);
