@@ -1,5 +1,7 @@
 // The `gatehouse` CLI: start [--role R], migrate, config check. Exit codes: 0 ok, 1 runtime failure, 2 configuration problem, 64 usage error.
 import './runtime/v8-flags.js';
+import { existsSync } from 'node:fs';
+import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { createRequire } from 'node:module';
 import { stringify } from 'yaml';
@@ -41,6 +43,22 @@ function loadOrExit(): LoadedConfig {
   return result;
 }
 
+/** The configuration `npm start` reads when no other file is set (package.json "start"). */
+const NPM_START_CONFIG = path.join('config', 'development.yaml');
+
+/**
+ * The CLI reads only what spec §9 names (SERVICE_CONFIG_PATH, else ./config.yaml / ./config.yml); `npm start` adds
+ * config/development.yaml. When that is the difference in this directory, say so before anything else.
+ */
+function configFileNote(loaded: LoadedConfig, command: string): string | null {
+  if (loaded.file !== null || !existsSync(path.join(loaded.origin.cwd, NPM_START_CONFIG))) return null;
+  return (
+    `no configuration file was read (SERVICE_CONFIG_PATH is unset, no ./config.yaml): built-in defaults and environment only, ` +
+    `not ${NPM_START_CONFIG}, which \`npm start\` uses (ports, audit mode and more differ). ` +
+    `The same configuration as npm start: SERVICE_CONFIG_PATH=${NPM_START_CONFIG} npx gatehouse ${command}`
+  );
+}
+
 function loggerFor(loaded: LoadedConfig, role: string): Logger {
   return createLogger({ level: loaded.config.observability.log_level, service: loaded.config.observability.service_name, role });
 }
@@ -66,6 +84,11 @@ async function start(roleArg: string | undefined): Promise<void> {
   const role = (roleArg ?? loaded.config.service_role) as ServiceRole;
   const log = loggerFor(loaded, role);
   for (const w of loaded.warnings) log.warn(w);
+  const note = configFileNote(loaded, 'start');
+  if (note !== null) {
+    say(`gatehouse: ${note}`);
+    log.warn({ config_file: null, npm_start_config: NPM_START_CONFIG }, note);
+  }
 
   if (role === 'migration') {
     await runMigrations(loaded, log);
@@ -98,7 +121,10 @@ async function start(roleArg: string | undefined): Promise<void> {
 function configCheck(): void {
   const loaded = loadOrExit();
   for (const w of loaded.warnings) say(`warning: ${w}`);
+  const note = configFileNote(loaded, 'config check');
+  if (note !== null) say(`gatehouse: ${note}`);
   process.stdout.write(`# effective configuration${loaded.file ? ` (file: ${loaded.file})` : ' (no file; defaults and environment)'}; secrets masked\n`);
+  if (note !== null) process.stdout.write(`# NOTE: ${note}\n`);
   process.stdout.write(stringify(maskedConfig(loaded.config)));
 }
 
@@ -171,6 +197,8 @@ async function main(argv: string[]): Promise<void> {
       return start(values.role);
     case 'migrate': {
       const loaded = loadOrExit();
+      const note = configFileNote(loaded, 'migrate');
+      if (note !== null) say(`gatehouse: ${note}`);
       return runMigrations(loaded, loggerFor(loaded, 'migration'));
     }
     case 'config check':

@@ -141,6 +141,7 @@ export async function startService(loaded: LoadedConfig, role: ServiceRole, log:
     {
       role,
       environment: config.environment,
+      config_file: loaded.file ?? 'none (defaults and environment)',
       store: services.store.kind,
       coordination: services.coord.kind,
       listeners: Object.fromEntries(Object.entries(addresses).map(([k, a]) => [k, `${a.host}:${a.port}`])),
