@@ -6,7 +6,9 @@ import type { Kysely } from 'kysely';
 import type { Config, LoadedConfig, ServiceRole } from '../config/index.js';
 import { createCoordination, type Coordination } from '../coord/index.js';
 import { openControlStore, type ControlStore } from '../store/db.js';
-import { migrateToLatest, migrationStatus } from '../store/migrate.js';
+import { migrationStatus } from '../store/migrate.js';
+import { StoreUnavailableError } from '../store/errors.js';
+import { StoreStartup } from './store-startup.js';
 import type { Database } from '../store/schema.js';
 import { Readiness } from '../health/readiness.js';
 import { SourceRegistry } from '../registry/sources.js';
@@ -70,8 +72,10 @@ export function shouldMigrateOnStart(config: Readonly<Config>): boolean {
   return config.database.migrate_on_start ?? config.environment !== 'production';
 }
 
-export async function openStore(config: Readonly<Config>, log: Logger): Promise<ControlStore> {
+/** `deferUnavailable`: a service starts (not ready) while the store is unreachable; `gatehouse migrate` fails fast. */
+export async function openStore(config: Readonly<Config>, log: Logger, opts: { deferUnavailable?: boolean } = {}): Promise<ControlStore> {
   return openControlStore({
+    deferUnavailable: opts.deferUnavailable ?? false,
     url: config.database.url,
     embeddedDir: path.resolve(config.database.embedded_dir),
     poolMax: config.database.pool_max,
@@ -88,13 +92,22 @@ export async function buildServices(loaded: LoadedConfig, role: ServiceRole, log
   const instanceId = `${os.hostname()}-${process.pid}-${randomUUID().slice(0, 8)}`;
   const secrets = runtimeSecrets(config, loaded.secrets, log, stateDirOf(config));
 
-  const store = await openStore(config, log);
+  const store = await openStore(config, log, { deferUnavailable: role !== 'migration' });
   closers.push(() => store.close());
   try {
-    if (shouldMigrateOnStart(config)) {
-      const { applied } = await migrateToLatest(store.db);
-      if (applied.length > 0) log.info({ applied }, 'migrations applied');
-    }
+    // Loads that would wait for their next refresh run as soon as a store that was unreachable at start answers.
+    const firstLoads: Array<() => Promise<void>> = [];
+    let built = false;
+    const storeStartup = new StoreStartup({
+      store,
+      log: log.child({ component: 'store' }),
+      migrate: shouldMigrateOnStart(config),
+      onReachable: async () => {
+        if (built) await Promise.all(firstLoads.map((load) => load()));
+      },
+    });
+    await storeStartup.start();
+    closers.push(async () => storeStartup.stop());
 
     const coord = createCoordination({
       redisUrl: config.redis.url ?? undefined,
@@ -110,7 +123,13 @@ export async function buildServices(loaded: LoadedConfig, role: ServiceRole, log
     const invalidation = new InvalidationBus(coord, config.cache.invalidation_channel, instanceId, log.child({ component: 'cache-invalidation' }));
 
     readiness.register('database', async () => {
-      await store.ping();
+      try {
+        await store.ping();
+      } catch (err) {
+        // The message is built from fixed text and the safe target only (store/errors.ts): the reason the operator needs.
+        if (err instanceof StoreUnavailableError) return { ok: false, detail: err.message };
+        throw err;
+      }
       return { ok: true, detail: store.kind === 'pglite' ? 'embedded store' : 'reachable' };
     });
     readiness.register('migrations', async () => {
@@ -156,12 +175,15 @@ export async function buildServices(loaded: LoadedConfig, role: ServiceRole, log
       closers.push(() => invalidation.stop());
       await registry.start();
       closers.push(() => registry.stop());
+      firstLoads.push(() => registry.reload());
     }
     const policies = new PolicyService(store.db, coord, log.child({ component: 'policies' }), { instanceId });
     if (role === 'all' || role === 'gateway' || role === 'admin') {
       await policies.start();
       closers.push(() => policies.stop());
+      firstLoads.push(() => policies.reload());
     }
+    built = true;
 
     let closed = false;
     return {

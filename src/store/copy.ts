@@ -18,7 +18,7 @@ export type CopyIn = (statement: string, data: Buffer | string, timeoutMs: numbe
  * otherwise hold it and its server backend forever. Destroying it mid-COPY makes the server abort the statement.
  * @see https://www.postgresql.org/docs/current/protocol-flow.html#PROTOCOL-COPY
  */
-export function poolCopyIn(pool: pg.Pool, target: string): CopyIn {
+export function poolCopyIn(pool: Pick<pg.Pool, 'connect'>, target: string): CopyIn {
   return (statement, data, timeoutMs) =>
     new Promise<number>((resolve, reject) => {
       let settled = false;

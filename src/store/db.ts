@@ -32,7 +32,17 @@ export interface ControlStoreOptions {
   statementTimeoutMs?: number;
   ssl?: { mode: SslMode; caFile?: string | null };
   logger?: StoreLogger;
+  /**
+   * A PostgreSQL server that cannot be reached at open (refused, timed out, unresolvable, starting up) does not fail
+   * the open: the store is returned and every query fails with StoreUnavailableError until the server answers. For
+   * a service that must start during an outage and report not ready; `gatehouse migrate` keeps failing fast.
+   * A bad URL, a refused TLS verification, a wrong password or a missing database still fail at once.
+   */
+  deferUnavailable?: boolean;
 }
+
+/** Failures at open that an outage explains and time may cure (deferUnavailable); anything else is configuration. */
+const TRANSIENT_AT_OPEN: ReadonlySet<string> = new Set(['refused', 'timeout', 'terminated', 'starting', 'too_many_connections', 'unreachable', 'unknown_host', 'connection']);
 
 export interface ControlStore {
   db: Kysely<Database>;
@@ -125,16 +135,22 @@ function scrub(text: string, password: string): string {
   return password ? text.split(password).join('***') : text;
 }
 
+/** The store's pool, which ssl_mode prefer may replace by a plaintext one at the first connection the server answers. */
+interface PoolSource {
+  current(): pg.Pool;
+  connect(): Promise<pg.PoolClient>;
+}
+
 /** Pool facade for Kysely that translates connection failures where they happen. */
-function translatingPool(pool: pg.Pool, target: string, logger: StoreLogger): PostgresPool {
+function translatingPool(pools: PoolSource, target: string, logger: StoreLogger): PostgresPool {
   const wrapped = new WeakMap<pg.PoolClient, PostgresPoolClient>();
   const translate = (error: unknown): unknown => translateConnectionError(error, target) ?? error;
   return {
-    options: pool.options,
+    options: pools.current().options,
     async connect() {
       let client: pg.PoolClient;
       try {
-        client = await pool.connect();
+        client = await pools.connect();
       } catch (error) {
         throw translate(error);
       }
@@ -170,7 +186,7 @@ function translatingPool(pool: pg.Pool, target: string, logger: StoreLogger): Po
       }
       return facade;
     },
-    end: () => pool.end(),
+    end: () => pools.current().end(),
   };
 }
 
@@ -193,7 +209,7 @@ function createPool(parsed: ParsedUrl, opts: ControlStoreOptions, ssl: Connectio
   return pool;
 }
 
-async function verifyPool(pool: pg.Pool): Promise<void> {
+async function verifyPool(pool: Pick<pg.Pool, 'connect'>): Promise<void> {
   const client = await pool.connect();
   try {
     await client.query('select 1');
@@ -210,34 +226,46 @@ async function openPostgres(rawUrl: string, opts: ControlStoreOptions): Promise<
     logger.warn({ store: parsed.target, ignored: parsed.sslParamsRemoved, ssl_mode: mode }, 'TLS parameters in database.url are ignored; database.ssl_mode applies');
   }
   let pool = createPool(parsed, opts, tlsOptions(mode, opts.ssl?.caFile), logger);
-  try {
-    await verifyPool(pool);
-  } catch (error) {
-    await pool.end().catch(() => undefined);
-    // libpq's "prefer": TLS when the server offers it, plaintext when it does not (never on a verification failure).
-    const message = error instanceof Error ? error.message : '';
-    if (mode === 'prefer' && /does not support SSL/i.test(message)) {
-      logger.info({ store: parsed.target }, 'control store does not offer TLS; ssl_mode prefer continues without it');
-      pool = createPool(parsed, opts, false, logger);
+  // libpq's "prefer": TLS when the server offers it, plaintext when it does not (never on a verification failure).
+  // Decided by the first connection the server answers, which is later than the open when the server was down then.
+  let tlsDecided = mode !== 'prefer';
+  const pools: PoolSource = {
+    current: () => pool,
+    async connect() {
       try {
-        await verifyPool(pool);
-      } catch (plainError) {
-        await pool.end().catch(() => undefined);
-        throw unavailable(plainError, parsed);
+        const client = await pool.connect();
+        tlsDecided = true;
+        return client;
+      } catch (error) {
+        if (tlsDecided || !/does not support SSL/i.test(error instanceof Error ? error.message : '')) throw error;
+        tlsDecided = true;
+        logger.info({ store: parsed.target }, 'control store does not offer TLS; ssl_mode prefer continues without it');
+        const tlsPool = pool;
+        pool = createPool(parsed, opts, false, logger);
+        void tlsPool.end().catch(() => undefined);
+        return pool.connect();
       }
-    } else {
-      throw unavailable(error, parsed);
+    },
+  };
+  try {
+    await verifyPool(pools);
+  } catch (error) {
+    const failure = unavailable(error, parsed);
+    if (!opts.deferUnavailable || !TRANSIENT_AT_OPEN.has(failure.reason)) {
+      await pool.end().catch(() => undefined);
+      throw failure;
     }
+    logger.warn({ store: parsed.target, reason: failure.reason }, 'control store unreachable at start; starting anyway, not ready until it answers');
   }
 
-  const db = new Kysely<Database>({ dialect: new PostgresDialect({ pool: translatingPool(pool, parsed.target, logger) }) });
+  const db = new Kysely<Database>({ dialect: new PostgresDialect({ pool: translatingPool(pools, parsed.target, logger) }) });
   let closed = false;
   logger.info({ store: parsed.target, kind: 'postgres', pool_max: opts.poolMax, ssl_mode: mode }, 'control store opened');
   return {
     db,
     kind: 'postgres',
     target: parsed.target,
-    copyIn: poolCopyIn(pool, parsed.target),
+    copyIn: poolCopyIn(pools, parsed.target),
     ping: (timeoutMs = opts.connectTimeoutMs) => (closed ? Promise.reject(closedError(parsed.target)) : pingWithin(db, timeoutMs, parsed.target)),
     async close() {
       if (closed) return;
