@@ -1,0 +1,146 @@
+#!/usr/bin/env bash
+# What the test suite needs on this machine (npm's pretest and .ci/run both call this): PostgreSQL and Redis on
+# loopback, and the real clients the tests drive. Fixes what it can as root; otherwise says in one line what to run.
+#
+#   scripts/test-setup.sh           make sure of everything (root: start services, install Debian packages)
+#   scripts/test-setup.sh --check   report only, change nothing; exit 1 when something is missing
+#
+# GATEHOUSE_TEST_PG_PORT / GATEHOUSE_TEST_REDIS_PORT (default 5432 / 6379) name other ports to check.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+
+MODE=ensure
+case "${1:-}" in
+  '') ;;
+  --check) MODE=check ;;
+  *) echo "usage: scripts/test-setup.sh [--check]" >&2; exit 64 ;;
+esac
+
+PG_PORT="${GATEHOUSE_TEST_PG_PORT:-5432}"
+REDIS_PORT="${GATEHOUSE_TEST_REDIS_PORT:-6379}"
+PYTHON=/usr/bin/python3   # the tests run psycopg2 under the system python3 (Debian's package), not a pyenv one
+
+say() { printf 'test-setup: %s\n' "$*"; }
+
+# --- the checks: each prints "ok <what>" or "missing <what>: <why>" and returns non-zero when missing
+
+tcp_open() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+
+check_postgres() {
+  if command -v pg_isready >/dev/null 2>&1; then
+    pg_isready -q -h 127.0.0.1 -p "$PG_PORT" -t 3 || { echo "missing postgresql 127.0.0.1:$PG_PORT: not accepting connections"; return 1; }
+  elif ! tcp_open "$PG_PORT"; then
+    echo "missing postgresql 127.0.0.1:$PG_PORT: nothing listens there"; return 1
+  fi
+  # The suite signs in as postgres without a password (trust on loopback).
+  if command -v psql >/dev/null 2>&1 && ! PGCONNECT_TIMEOUT=5 psql -X -w -h 127.0.0.1 -p "$PG_PORT" -U postgres -d postgres -Atc 'select 1' >/dev/null 2>&1; then
+    echo "missing postgresql 127.0.0.1:$PG_PORT: user postgres cannot sign in without a password (trust auth on 127.0.0.1 expected)"; return 1
+  fi
+  echo "ok postgresql 127.0.0.1:$PG_PORT"
+}
+
+check_redis() {
+  local reply=''
+  if tcp_open "$REDIS_PORT"; then
+    reply=$( { exec 3<>"/dev/tcp/127.0.0.1/$REDIS_PORT"; printf 'PING\r\n' >&3; IFS= read -r -t 3 line <&3; printf '%s' "$line"; } 2>/dev/null )
+  fi
+  [[ "$reply" == +PONG* ]] || { echo "missing redis 127.0.0.1:$REDIS_PORT: no PONG"; return 1; }
+  echo "ok redis 127.0.0.1:$REDIS_PORT"
+}
+
+check_command() { # name package
+  command -v "$1" >/dev/null 2>&1 || { echo "missing $1: Debian package $2"; return 1; }
+  echo "ok $1"
+}
+
+check_psycopg2() {
+  "$PYTHON" -c 'import psycopg2' >/dev/null 2>&1 || { echo "missing psycopg2 for $PYTHON: Debian package python3-psycopg2"; return 1; }
+  echo "ok psycopg2 ($PYTHON)"
+}
+
+# Browser tests of the console drive Debian's chromium through playwright-core; needed once that is installed.
+needs_chromium() { [ -d node_modules/playwright-core ]; }
+
+REPORT=()
+MISSING_PACKAGES=()
+MISSING_SERVICES=()
+
+run_checks() {
+  REPORT=(); MISSING_PACKAGES=(); MISSING_SERVICES=()
+  local line
+  line=$(check_postgres) || MISSING_SERVICES+=(postgresql); REPORT+=("$line")
+  line=$(check_redis) || MISSING_SERVICES+=(redis); REPORT+=("$line")
+  line=$(check_command psql postgresql-client) || MISSING_PACKAGES+=(postgresql-client); REPORT+=("$line")
+  line=$(check_command pgbench postgresql-contrib) || MISSING_PACKAGES+=(postgresql-contrib); REPORT+=("$line")
+  line=$(check_psycopg2) || MISSING_PACKAGES+=(python3-psycopg2); REPORT+=("$line")
+  if needs_chromium; then line=$(check_command chromium chromium) || MISSING_PACKAGES+=(chromium); REPORT+=("$line"); fi
+}
+
+print_report() { local l; for l in "${REPORT[@]}"; do say "$l"; done; }
+
+# What to run, in one line, for whoever cannot fix it here.
+remedy() {
+  local steps=()
+  [ ${#MISSING_PACKAGES[@]} -gt 0 ] && steps+=("sudo apt-get install -y ${MISSING_PACKAGES[*]}")
+  [ ${#MISSING_SERVICES[@]} -gt 0 ] && steps+=("start ${MISSING_SERVICES[*]} on 127.0.0.1 (sudo scripts/test-setup.sh starts installed ones)")
+  local IFS=';'
+  printf '%s' "${steps[*]}" | sed 's/;/; then /g'
+}
+
+# --- the fixes (root only), as .ci/run has always done them
+
+start_postgres() {
+  [ -d /etc/postgresql ] && command -v pg_ctlcluster >/dev/null 2>&1 || { say "PostgreSQL server is not installed (sudo apt-get install -y postgresql; trust auth for postgres on 127.0.0.1)"; return 1; }
+  say "starting PostgreSQL"
+  pg_ctlcluster --skip-systemctl-redirect "$(ls /etc/postgresql | sort -V | tail -n 1)" main start || return 1
+  for _ in $(seq 1 60); do check_postgres >/dev/null && return 0; sleep 1; done
+  say "PostgreSQL did not come up"; return 1
+}
+
+start_redis() {
+  command -v redis-server >/dev/null 2>&1 || { say "Redis is not installed (sudo apt-get install -y redis-server)"; return 1; }
+  say "starting Redis"
+  mkdir -p /var/lib/redis /var/log/redis
+  redis-server --daemonize yes --bind 127.0.0.1 -::1 --port "$REDIS_PORT" --save "" --appendonly no --dir /var/lib/redis --logfile /var/log/redis/test-setup.log || return 1
+  for _ in $(seq 1 30); do check_redis >/dev/null && return 0; sleep 1; done
+  say "Redis did not come up"; return 1
+}
+
+install_packages() {
+  say "installing ${MISSING_PACKAGES[*]}"
+  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${MISSING_PACKAGES[@]}"
+}
+
+run_checks
+if [ "$MODE" = check ]; then
+  print_report
+  if [ ${#MISSING_PACKAGES[@]} -eq 0 ] && [ ${#MISSING_SERVICES[@]} -eq 0 ]; then say "ready"; exit 0; fi
+  say "not ready: run: $(remedy)"
+  exit 1
+fi
+
+if [ ${#MISSING_PACKAGES[@]} -eq 0 ] && [ ${#MISSING_SERVICES[@]} -eq 0 ]; then
+  summary=(); for l in "${REPORT[@]}"; do summary+=("${l#ok }"); done
+  say "ready: $(IFS=','; printf '%s' "${summary[*]}" | sed 's/,/, /g')"
+  exit 0
+fi
+
+if [ "$(id -u)" -ne 0 ]; then
+  missing=("${MISSING_SERVICES[@]}" "${MISSING_PACKAGES[@]}")
+  say "not ready (not root, so nothing was started or installed): missing ${missing[*]}; run: $(remedy)"
+  exit 1
+fi
+
+# Packages first: psql is what the PostgreSQL check signs in with.
+[ ${#MISSING_PACKAGES[@]} -gt 0 ] && install_packages
+for service in "${MISSING_SERVICES[@]}"; do
+  case "$service" in
+    postgresql) start_postgres ;;
+    redis) start_redis ;;
+  esac
+done
+run_checks
+print_report
+if [ ${#MISSING_PACKAGES[@]} -eq 0 ] && [ ${#MISSING_SERVICES[@]} -eq 0 ]; then say "ready"; exit 0; fi
+say "not ready: run: $(remedy)"
+exit 1

@@ -1,0 +1,96 @@
+// scripts/test-setup.sh, which npm test (pretest) and .ci/run both run: its check mode reports each requirement and one line of what to run, and changes nothing.
+import { execFile } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import { mkdtemp, readdir, rm, symlink } from 'node:fs/promises';
+import net from 'node:net';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import { ROOT } from '../support/cli.js';
+
+const SCRIPT = path.join(ROOT, 'scripts', 'test-setup.sh');
+const cleanups: Array<() => Promise<void>> = [];
+afterAll(async () => {
+  while (cleanups.length > 0) await cleanups.pop()!();
+});
+
+function run(args: string[], env: Record<string, string> = {}, wrap: string[] = []): Promise<{ code: number; stdout: string; stderr: string }> {
+  const [cmd, ...pre] = wrap.length > 0 ? wrap : [SCRIPT];
+  return new Promise((resolve) => {
+    execFile(cmd!, [...pre, ...(wrap.length > 0 ? [SCRIPT] : []), ...args], { env: { PATH: process.env.PATH ?? '/usr/bin:/bin', ...env }, timeout: 60_000 }, (err, stdout, stderr) =>
+      resolve({ code: err ? Number((err as { code?: number }).code ?? 1) : 0, stdout, stderr }),
+    );
+  });
+}
+
+/** A PATH holding every command of /usr/bin and /bin except the named ones: a machine without those clients. */
+async function pathWithout(names: string[]): Promise<string> {
+  const dir = await mkdtemp(path.join(tmpdir(), 'gh-path-'));
+  cleanups.push(() => rm(dir, { recursive: true, force: true }));
+  for (const from of ['/usr/bin', '/bin']) {
+    for (const name of await readdir(from)) {
+      if (names.includes(name) || existsSync(path.join(dir, name))) continue;
+      await symlink(path.join(from, name), path.join(dir, name));
+    }
+  }
+  return dir;
+}
+
+/** A loopback port with nothing listening on it. */
+async function closedPort(): Promise<number> {
+  const s = net.createServer();
+  await new Promise<void>((r) => s.listen(0, '127.0.0.1', () => r()));
+  const port = (s.address() as net.AddressInfo).port;
+  await new Promise((r) => s.close(r));
+  return port;
+}
+
+describe('scripts/test-setup.sh --check', () => {
+  it('on this machine: every requirement ok, "ready", exit 0', async () => {
+    const r = await run(['--check']);
+    expect(r.code, r.stdout + r.stderr).toBe(0);
+    expect(r.stdout.trim().split('\n')).toEqual([
+      'test-setup: ok postgresql 127.0.0.1:5432',
+      'test-setup: ok redis 127.0.0.1:6379',
+      'test-setup: ok psql',
+      'test-setup: ok pgbench',
+      'test-setup: ok psycopg2 (/usr/bin/python3)',
+      'test-setup: ready',
+    ]);
+  });
+
+  it('reports what is missing and ends with one line saying what to run; it starts and installs nothing', async () => {
+    const [pgPort, redisPort] = [await closedPort(), await closedPort()];
+    const PATH = await pathWithout(['psql', 'pgbench', 'pg_isready']);
+    const r = await run(['--check'], { PATH, GATEHOUSE_TEST_PG_PORT: String(pgPort), GATEHOUSE_TEST_REDIS_PORT: String(redisPort) });
+    expect(r.code).toBe(1);
+    const lines = r.stdout.trim().split('\n');
+    expect(lines).toContain(`test-setup: missing postgresql 127.0.0.1:${pgPort}: nothing listens there`);
+    expect(lines).toContain(`test-setup: missing redis 127.0.0.1:${redisPort}: no PONG`);
+    expect(lines).toContain('test-setup: missing psql: Debian package postgresql-client');
+    expect(lines).toContain('test-setup: missing pgbench: Debian package postgresql-contrib');
+    expect(lines.at(-1)).toBe(
+      'test-setup: not ready: run: sudo apt-get install -y postgresql-client postgresql-contrib; then start postgresql redis on 127.0.0.1 (sudo scripts/test-setup.sh starts installed ones)',
+    );
+    // Check mode changed nothing: the ports are still closed.
+    for (const port of [pgPort, redisPort]) {
+      await expect(new Promise((resolve, reject) => net.connect(port, '127.0.0.1').on('connect', resolve).on('error', reject))).rejects.toMatchObject({ code: 'ECONNREFUSED' });
+    }
+  });
+
+  it('without --check and without root, a missing requirement is one line naming what to run, and exit 1', async () => {
+    if (process.getuid?.() !== 0) return expect(process.getuid?.()).not.toBe(0);
+    const port = await closedPort();
+    // setpriv drops to nobody: the ensure mode must then not try to start or install anything.
+    const r = await run([], { GATEHOUSE_TEST_REDIS_PORT: String(port) }, ['/usr/bin/setpriv', '--reuid=nobody', '--regid=nogroup', '--clear-groups']);
+    expect(r.code).toBe(1);
+    expect(r.stdout.trim().split('\n')).toEqual([`test-setup: not ready (not root, so nothing was started or installed): missing redis; run: start redis on 127.0.0.1 (sudo scripts/test-setup.sh starts installed ones)`]);
+  });
+
+  it('is what npm test runs first and what .ci/run runs', async () => {
+    const pkg = (await import('../../package.json', { with: { type: 'json' } })).default as { scripts: Record<string, string> };
+    expect(pkg.scripts.pretest).toBe('scripts/test-setup.sh');
+    const { readFile } = await import('node:fs/promises');
+    expect(await readFile(path.join(ROOT, '.ci', 'run'), 'utf8')).toMatch(/^scripts\/test-setup\.sh$/m);
+  });
+});
