@@ -25,6 +25,12 @@ export interface SqlRule {
   readonly tables: readonly string[];
   /** Extension of DESIGN §6 so all front doors can read a role's approval wish; defaults to `by_risk`. */
   readonly approval?: ApprovalMode | undefined;
+  /**
+   * Functions, procedures, operators and cast types outside the built-in allowlist that statements this rule allows
+   * may call, by name as the agent writes it (`public.normalize_phone`, `nextval`, `public.===`); an unqualified entry
+   * also covers its `pg_catalog.` spelling. docs/governance/sql.md "Functions: deny by default".
+   */
+  readonly functions?: readonly string[] | undefined;
 }
 
 export interface RoleRules {
@@ -58,10 +64,13 @@ export const httpRuleSchema = z.strictObject({
   paths: z.array(glob.refine((s) => s.startsWith('/') || s === '**', 'must start with "/" (anchored at the source base path)')).min(1).max(128),
   approval: z.enum(APPROVAL_MODES).default('by_risk'),
 });
+/** A callable's name: one to three dot-separated parts, no whitespace and no glob (a pattern could admit what nobody reviewed). */
+const callableName = z.string().min(1).max(256).regex(/^[^\s.*"]+(\.[^\s.*"]+){0,2}$/, 'must be a name like schema.function, without spaces, quotes or *');
 export const sqlRuleSchema = z.strictObject({
   operations: z.array(z.enum(OPERATIONS)).min(1).max(4),
   tables: z.array(glob).min(1).max(128),
   approval: z.enum(APPROVAL_MODES).optional(),
+  functions: z.array(callableName).max(256).optional(),
 });
 /** Rules of a role record as the admin API accepts them (unknown keys rejected). */
 export const roleRulesSchema = z.strictObject({
@@ -120,7 +129,13 @@ export function defaultRoles(sourceType: 'http' | 'postgres' | string): RoleTemp
 
 export type SourceRoleRequest =
   | { readonly kind: 'http'; readonly method: string; readonly path: string }
-  | { readonly kind: 'sql'; readonly operation: Operation; readonly tables: readonly string[] };
+  | {
+      readonly kind: 'sql';
+      readonly operation: Operation;
+      readonly tables: readonly string[];
+      /** Calls outside the built-in allowlist (or not trusted on this source): each needs a rule naming it. */
+      readonly calls?: readonly string[];
+    };
 
 export interface SourceRoleContext {
   readonly source_id: string;
@@ -148,6 +163,8 @@ export interface SourceRoleDecision {
   readonly approval?: ApprovalMode;
   /** SQL: the rule that covered each table, in the statement's table order. */
   readonly matches?: readonly RuleMatch[];
+  /** SQL: the call no rule names, when that is why the request is refused. */
+  readonly refusedCall?: string;
   readonly reason: string;
 }
 
@@ -239,12 +256,27 @@ function firstSqlRule(active: readonly ActiveRole[], op: Operation, table: strin
   return null;
 }
 
+/** An entry names the call as written; `nextval` also names `pg_catalog.nextval` (the same function: pg_catalog is searched first). */
+function entryNames(entry: string, call: string): boolean {
+  return entry === call || (!entry.includes('.') && call === `pg_catalog.${entry}`);
+}
+
+function ruleNamesCall(active: readonly ActiveRole[], op: Operation, call: string): boolean {
+  for (const { role } of active) {
+    for (const rule of role.rules.sql) {
+      if (rule.operations.includes(op) && rule.functions?.some((e) => entryNames(e, call)) === true) return true;
+    }
+  }
+  return false;
+}
+
 /**
  * Answers whether an identity's grants on one source allow the request. Grants are tried in id order and
  * a role's rules in their stored order; the first rule that allows is reported, so the answer is stable.
  * HTTP: one rule must name the method and match the path. SQL: every table must be covered by a rule
  * allowing the statement's operation (rules of different grants may cover different tables); a statement
- * without tables needs a rule allowing the operation. The approval reported is the strictest of the rules used.
+ * without tables needs a rule allowing the operation, and every call outside the built-in allowlist needs a rule of
+ * that operation naming it. The approval reported is the strictest of the rules used.
  */
 export function sourceRoleDecision(ctx: SourceRoleContext, request: SourceRoleRequest): SourceRoleDecision {
   const { active, skipped } = activeRoles(ctx);
@@ -272,6 +304,11 @@ export function sourceRoleDecision(ctx: SourceRoleContext, request: SourceRoleRe
       return denied(`no granted role allows ${what}`, skipped);
     }
     matches.push(hit);
+  }
+  for (const call of request.calls ?? []) {
+    if (!ruleNamesCall(active, request.operation, call)) {
+      return { ...denied(`call of ${call} is not allowed: not a trusted built-in, and no granted role names it for ${request.operation} statements`, skipped), refusedCall: call };
+    }
   }
   const first = matches[0] as RuleMatch;
   let approval: ApprovalMode = first.approval;

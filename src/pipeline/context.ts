@@ -6,6 +6,7 @@ import type { SourceRoleDecision, Grant, SourceRole } from '../governance/source
 import type { CompiledPolicySet, Decision, Operation } from '../governance/policy/index.js';
 import type { SqlClassification, SqlClassifier } from '../governance/sql/index.js';
 import type { PiiScanner } from '../governance/pii/index.js';
+import type { CallTrust } from '../governance/sql/source-calls.js';
 import type { RiskAssessment } from '../governance/risk.js';
 import type { CheckedProxyPath } from '../governance/http-path.js';
 import type { RateLimiter } from '../ratelimit/limiter.js';
@@ -100,6 +101,13 @@ export interface PipelineDeps {
   readonly sql: SqlClassifier;
   readonly pii: PiiScanner;
   readonly approvals: ApprovalQueue;
+  /**
+   * What a SQL source's own catalog says of the allowlisted calls (connectors/postgres-calls.ts), cached per source.
+   * Absent (the policy dry-run, tests of the pure stages), the built-in allowlist alone decides.
+   */
+  callTrust?(source: RegisteredSource): Promise<CallTrust>;
+  /** Called after a statement that may change the source's functions, operators or types was allowed. */
+  callCatalogChanged?(sourceId: string): void;
 }
 
 /** How a stage ends a request early, short of an error (errors are thrown as GatehouseError). */

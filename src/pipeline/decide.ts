@@ -6,6 +6,7 @@ import { approvalVerdict, assessRisk } from '../governance/risk.js';
 import { checkProxyPath, placeUnderBase } from '../governance/http-path.js';
 import type { GovernedRequest, PipelineDeps, Stage } from './context.js';
 import { isWriteOperation } from './context.js';
+import { refuseUncallable, untrustedCalls } from './calls.js';
 import { AUDIT_ARRAY_MAX, boundedAuditText } from '../audit/entry.js';
 
 const HTTP_METHODS = new Set(['GET', 'POST', 'PUT', 'PATCH', 'DELETE']);
@@ -100,17 +101,21 @@ export const checkSourceRole: Stage = {
   async run(req, deps) {
     const identity = req.identity!;
     const { grants, roles } = await deps.roleContext(identity, req.sourceId);
+    if (req.sql) refuseUncallable(req, req.sql);
+    const calls = req.sql ? await untrustedCalls(req, req.sql, deps) : [];
     const request: SourceRoleRequest =
       req.action.kind === 'http'
         ? { kind: 'http', method: req.action.method, path: req.httpTarget!.path }
-        : { kind: 'sql', operation: req.operation!, tables: req.tables ?? [] };
+        : { kind: 'sql', operation: req.operation!, tables: req.tables ?? [], calls };
     const input = { source_id: req.sourceId, identity_id: identity.id, grants, roles, now: new Date() };
     const decision = sourceRoleDecision(input, request);
     req.roleDecision = decision;
     if (!decision.allowed) {
       req.audit.addReason(`source_role: ${decision.reason}`);
-      throw new GatehouseError('forbidden', 'No source role allows this request.');
+      const call = decision.refusedCall;
+      throw new GatehouseError('forbidden', call === undefined ? 'No source role allows this request.' : `Calling ${call} is not allowed: it is not a trusted built-in and no source role names it.`);
     }
+    if (req.operation === 'ddl' || req.operation === 'admin') deps.callCatalogChanged?.(req.sourceId);
     // A nested escape names another path to an upstream that decodes twice: a role must allow that reading too.
     if (req.action.kind !== 'http') return;
     for (const path of req.httpTarget!.deeperPaths) {

@@ -123,7 +123,8 @@ export async function dryRun(deps: DryRunDeps, req: DryRunRequest): Promise<DryR
     operation = c.operation;
     tables = [...new Set([...c.tables, ...tables])];
     columns = [...new Set([...c.columns, ...columns])];
-    roleRequest = { kind: 'sql', operation, tables };
+    // The allowlist alone: the dry run does not read the source's catalog, which can only refuse more.
+    roleRequest = { kind: 'sql', operation, tables, calls: c.calls.filter((k) => k.refusal !== null).map((k) => k.name) };
     sqlReport = { ok: true, operation: c.operation, multi_statement: c.multiStatement, traps: c.traps };
   } else if (req.method !== undefined && req.path !== undefined) {
     operation = readOrWrite(req.method);

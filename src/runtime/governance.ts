@@ -13,6 +13,7 @@ import { loadSourceRoleContext } from '../store/repos/grants.js';
 import { PayloadCipher } from '../approvals/crypto.js';
 import { ApprovalIntake } from '../approvals/queue.js';
 import { notifierFor } from '../notify/index.js';
+import { SourceCallCatalog } from '../connectors/postgres-calls.js';
 import type { HttpPipelineDeps } from '../pipeline/http.js';
 import { perServices, type Services } from './services.js';
 
@@ -119,6 +120,15 @@ async function createGovernanceRuntime(services: Services): Promise<GovernanceRu
     circuits,
     cache,
     resolveSecretRef: (ref) => services.resolveSecretRef(ref),
+    // Read through the process's shared upstream pools, built after this runtime (they need its egress check).
+    callTrust: (source) => callCatalog().trustFor(source),
+    callCatalogChanged: (sourceId) => calls?.invalidate(sourceId),
   };
+  let calls: SourceCallCatalog | null = null;
+  const callCatalog = (): SourceCallCatalog =>
+    (calls ??= new SourceCallCatalog(async () => {
+      const { postgresRuntimeFor } = await import('../connectors/postgres-runtime.js');
+      return (await postgresRuntimeFor(services)).executor;
+    }));
   return { pii, sql, rateLimiter, egress, circuits, generations, cache, cipher, deps };
 }

@@ -246,7 +246,16 @@ describe('audit', () => {
 describe('client encoding', () => {
   test('a query whose function switches client_encoding leaves no upstream connection behind in that encoding', async () => {
     await mw.direct(`create or replace function sneaky_encoding() returns text language sql as $$ select set_config('client_encoding', 'BIG5', false) $$`);
-    const client = await mw.connect(reader.key);
+    // A function of the source's own runs only when a role names it (deny by default); this one does.
+    const role = await mw.world.admin('POST', `/api/data-sources/${PG_SOURCE}/roles`, {
+      role_key: 'sneaky-caller',
+      rules: { sql: [{ operations: ['read'], tables: ['*.*'], functions: ['sneaky_encoding'] }] },
+    });
+    expect(role.status, role.text).toBe(201);
+    const caller = await mw.world.agent('mcp-sneaky', [{ source_id: PG_SOURCE, role_key: 'sneaky-caller' }]);
+    const refused = await call(await mw.connect(reader.key), 'query', { source_id: PG_SOURCE, sql: 'select sneaky_encoding()' });
+    expect(refused.isError).toBe(true);
+    const client = await mw.connect(caller.key);
     expect((await call(client, 'query', { source_id: PG_SOURCE, sql: 'select sneaky_encoding()' })).isError).toBe(false);
     // Every later query, on whatever pooled connection, is read by PostgreSQL as the UTF8 the gateway governed: a
     // released connection is reset with DISCARD ALL, which restores the session's UTF8.

@@ -14,7 +14,14 @@ beforeAll(async () => {
       create function sneaky_encoding() returns text language sql as $$ select set_config('client_encoding', 'BIG5', false) $$;
       create function sneaky_strings() returns text language sql as $$ select set_config('standard_conforming_strings', 'off', false) $$;`,
   });
-  reader = await ww.world.agent('enc-reader', [{ source_id: ww.sourceId, role_key: 'reader' }]);
+  // The functions are the source's own: deny by default refuses them unless a role names them. This role does, so the
+  // session's own defence (ending a session whose encoding changed) is what these tests still reach.
+  const role = await ww.world.admin('POST', `/api/data-sources/${ww.sourceId}/roles`, {
+    role_key: 'sneaky-caller',
+    rules: { sql: [{ operations: ['read'], tables: ['*.*'], functions: ['sneaky_encoding', 'sneaky_strings'] }] },
+  });
+  if (role.status !== 201) throw new Error(role.text);
+  reader = await ww.world.agent('enc-reader', [{ source_id: ww.sourceId, role_key: 'reader' }, { source_id: ww.sourceId, role_key: 'sneaky-caller' }]);
 }, 60_000);
 afterAll(async () => ww?.stop());
 

@@ -12,6 +12,7 @@ import { getIdentityById } from '../../store/repos/identities.js';
 import type { Db } from '../../store/repos/util.js';
 import { UpstreamSqlError } from '../../connectors/postgres-exec.js';
 import type { ErrorFields } from './protocol.js';
+import type { CallTrust } from '../../governance/sql/source-calls.js';
 
 /**
  * The SQLSTATE of "approval required": an implementation-defined class (classes starting with 5–9 or I–Z are
@@ -61,6 +62,8 @@ interface Remembered {
   identity: AgentIdentity;
   source: RegisteredSource;
   roleContext: RoleContext;
+  /** The source's call trust the stages used (null when they asked none): a catalog read since then decides anew. */
+  callTrust: CallTrust | null;
   policies: CompiledPolicySet;
   /** The decision holds from when its stages started until the first grant expiry after they ended. */
   from: number;
@@ -82,6 +85,7 @@ export class DecisionMemo {
   readonly #pipeline: PipelineDeps;
   readonly deps: PipelineDeps;
   #roleContext: RoleContext | null = null;
+  #callTrust: CallTrust | null = null;
   /** Statements decided from the memo (tests read it to see the memo works). */
   reused = 0;
 
@@ -90,6 +94,7 @@ export class DecisionMemo {
     this.deps = {
       ...pipeline,
       roleContext: async (identity, sourceId) => (this.#roleContext = await pipeline.roleContext(identity, sourceId)),
+      ...(pipeline.callTrust ? { callTrust: async (source: RegisteredSource) => (this.#callTrust = await pipeline.callTrust!(source)) } : {}),
     };
   }
 
@@ -103,6 +108,7 @@ export class DecisionMemo {
     try {
       if (p.lookupSource(req.sourceId) !== m.source || p.policies() !== m.policies) return false;
       if ((await p.roleContext(identity, req.sourceId)) !== m.roleContext) return false;
+      if (m.callTrust !== null && (await p.callTrust?.(m.source)) !== m.callTrust) return false;
     } catch {
       // The stages meet the same failure and refuse the statement with it.
       return false;
@@ -117,6 +123,7 @@ export class DecisionMemo {
   /** Call right before the stages run; `remember` then keeps their decision if it can be reused. */
   begin(): number {
     this.#roleContext = null;
+    this.#callTrust = null;
     return Date.now();
   }
 
@@ -145,7 +152,7 @@ export class DecisionMemo {
     const fields: Partial<GovernedRequest> = {};
     for (const [k, v] of Object.entries(req)) if (!FRONT_DOOR_FIELDS.has(k)) (fields as Record<string, unknown>)[k] = v;
     if (this.#entries.size >= MAX_MEMO_ENTRIES) this.#entries.clear();
-    this.#entries.set(sql, { identity, source, roleContext, policies, from, until, fields });
+    this.#entries.set(sql, { identity, source, roleContext, callTrust: this.#callTrust, policies, from, until, fields });
   }
 }
 

@@ -7,6 +7,7 @@ import {
 import { fingerprintAndNormalize, guardedParse, initSqlParser, sqlParserReady, SqlParserNotReadyError } from './parser.js';
 import { StatementClassifier } from './statements.js';
 import { DEFAULT_SCHEMA, OPERATION_RANK } from './types.js';
+import type { CallInfo } from './allowlist.js';
 import type {
   Operation, SqlClassification, SqlClassified, SqlClassifierOptions, SqlErrorCode, SqlRejected, StatementInfo, TrapCode,
 } from './types.js';
@@ -121,6 +122,7 @@ export class SqlClassifier {
         tables: Object.freeze([...facts.tables]),
         columns: Object.freeze([...facts.columns]),
         functions: Object.freeze([...facts.functions]),
+        calls: Object.freeze([...facts.calls.values()].map((c) => Object.freeze(c))),
         traps: Object.freeze([...cls.traps]),
       }));
     }
@@ -134,6 +136,12 @@ function union<T>(lists: readonly (readonly T[])[]): readonly T[] {
   const out = new Set<T>();
   for (const l of lists) for (const x of l) out.add(x);
   return Object.freeze([...out]);
+}
+
+function unionCalls(statements: readonly StatementInfo[]): readonly CallInfo[] {
+  const out = new Map<string, CallInfo>();
+  for (const s of statements) for (const c of s.calls) if (!out.has(`${c.kind}:${c.name}`)) out.set(`${c.kind}:${c.name}`, c);
+  return Object.freeze([...out.values()]);
 }
 
 function merge(statements: readonly StatementInfo[], fingerprint: string, normalized: string): SqlClassified {
@@ -154,5 +162,6 @@ function merge(statements: readonly StatementInfo[], fingerprint: string, normal
     normalized,
     traps: Object.freeze([...traps]),
     functions: union(statements.map((s) => s.functions)),
+    calls: unionCalls(statements),
   });
 }

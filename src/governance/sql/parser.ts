@@ -1,5 +1,5 @@
 // Guarded access to libpg-query (the real PostgreSQL parser, WASM): one-time load, and bounds that keep its recursion off the edge.
-import { fingerprintSync, loadModule, normalizeSync, parseSync, scanSync } from 'libpg-query';
+import { fingerprintSync, loadModule, parseSync, scanSync } from 'libpg-query';
 import type { ParseResult } from 'libpg-query';
 
 /** Thrown when a classifier is used before initSqlParser() resolved: a caller bug, not a verdict on the SQL. */
@@ -105,10 +105,48 @@ export function guardedParse(sql: string): ParseOutcome {
   }
 }
 
-/** Fingerprint and normalized text; only called on trees whose depth the walker has bounded. */
+/** Lexer token names of literals (string, bit, hex, Unicode-escaped, integer, float constants) and of comments. */
+const LITERAL_TOKENS: ReadonlySet<string> = new Set(['SCONST', 'USCONST', 'BCONST', 'XCONST', 'ICONST', 'FCONST']);
+const COMMENT_TOKENS: ReadonlySet<string> = new Set(['SQL_COMMENT', 'C_COMMENT']);
+/** Token numbers of PostgreSQL 18's gram.h for the literal kinds libpg-query's scanner reports as UNKNOWN (USCONST, BCONST, XCONST). */
+const LITERAL_TOKEN_TYPES: ReadonlySet<number> = new Set([260, 261, 262, 263, 264, 266]);
+
+/**
+ * The text with every literal replaced by `$n` (numbered after the highest parameter the text already has) and every
+ * comment dropped, in every statement kind. libpg-query's normalize keeps the literals of PREPARE, EXECUTE, COPY
+ * options, CREATE TABLE AS, views and defaults; the lexer sees them all, so approval summaries and audit entries
+ * built from this text carry no value the agent sent.
+ */
+export function scrubLiterals(sql: string): string {
+  const tokens = scanSync(sql).tokens;
+  const bytes = Buffer.from(sql, 'utf8');
+  let next = 0;
+  for (const t of tokens) {
+    if (t.tokenName === 'PARAM') next = Math.max(next, Number.parseInt(t.text.slice(1), 10) || 0);
+  }
+  const out: string[] = [];
+  let at = 0;
+  for (const t of tokens) {
+    const literal = LITERAL_TOKENS.has(t.tokenName) || LITERAL_TOKEN_TYPES.has(t.tokenType);
+    const comment = COMMENT_TOKENS.has(t.tokenName);
+    if (!literal && !comment) continue;
+    out.push(bytes.toString('utf8', at, t.start));
+    if (literal) {
+      next += 1;
+      out.push(`$${next}`);
+    } else {
+      out.push(' ');
+    }
+    at = t.end;
+  }
+  out.push(bytes.toString('utf8', at));
+  return out.join('').trim();
+}
+
+/** Fingerprint and literal-free text; only called on trees whose depth the walker has bounded. */
 export function fingerprintAndNormalize(sql: string): { ok: true; fingerprint: string; normalized: string } | { ok: false; message: string } {
   try {
-    return { ok: true, fingerprint: fingerprintSync(sql), normalized: normalizeSync(sql) };
+    return { ok: true, fingerprint: fingerprintSync(sql), normalized: scrubLiterals(sql) };
   } catch (err) {
     return { ok: false, message: describe(err) };
   }

@@ -1,5 +1,6 @@
 // Result and option types of SQL understanding (issue 4 item 3): statement kinds, operations, traps, classifications.
 import type { Operation } from '../policy/schema.js';
+import type { CallInfo } from './allowlist.js';
 
 export type { Operation };
 
@@ -76,6 +77,8 @@ export interface StatementInfo {
   readonly columns: readonly string[];
   /** Called functions as written (`nextval`, `pg_catalog.pg_sleep`), deduplicated. */
   readonly functions: readonly string[];
+  /** Every function, operator and cast target called, judged against the built-in allowlist (allowlist.ts). */
+  readonly calls: readonly CallInfo[];
   readonly traps: readonly TrapCode[];
 }
 
@@ -89,10 +92,15 @@ export interface SqlClassified {
   readonly columns: readonly string[];
   /** libpg-query fingerprint: equal for statements that differ only in constants. */
   readonly fingerprint: string;
-  /** The text with literals replaced by `$1`, `$2`, … (libpg-query normalize). */
+  /**
+   * The text with every literal replaced by `$n` and comments dropped, in every statement kind (parser.ts
+   * scrubLiterals): what audit entries and approval summaries show.
+   */
   readonly normalized: string;
   readonly traps: readonly TrapCode[];
   readonly functions: readonly string[];
+  /** The union of the statements' calls (deduplicated by kind and name). */
+  readonly calls: readonly CallInfo[];
 }
 
 export type SqlErrorCode = 'sql_parse_error' | 'sql_too_long' | 'sql_empty';

@@ -1,4 +1,5 @@
 // Iterative walk of one parsed statement: every table (through CTE scopes), columns, functions, and the facts the traps need.
+import { judgeCast, judgeFunction, judgeOperator, type CallInfo } from './allowlist.js';
 import { settingChangeTraps, type FunctionRules } from './functions.js';
 import type { TrapCode } from './types.js';
 
@@ -28,6 +29,8 @@ export interface StatementFacts {
   readonly tables: Set<string>;
   readonly columns: Set<string>;
   readonly functions: Set<string>;
+  /** Every function, operator and cast target the statement calls, judged against the allowlist (allowlist.ts), keyed by kind and name. */
+  readonly calls: Map<string, CallInfo>;
   /** A called function is on the deny/write list (→ write). */
   writeFunction: boolean;
   /** A called function is on the admin list (→ admin). */
@@ -102,6 +105,11 @@ function setConfigTraps(call: Json): TrapCode[] {
   return settingChangeTraps(constantText(name), constantText(value));
 }
 
+/** The strings of a name list (`[{String: {sval}}]`); a part of another shape keeps its place as "" so it never matches a built-in. */
+function names(list: unknown): string[] {
+  return asArray(list).map((p) => stringNode(p) ?? '');
+}
+
 function aliasName(body: Json): string | null {
   return isObj(body.alias) ? str(body.alias.aliasname) : null;
 }
@@ -113,7 +121,7 @@ export function walkStatement(stmt: unknown, ctx: WalkContext): StatementFacts |
 
 class Walker {
   private readonly facts: StatementFacts = {
-    tables: new Set(), columns: new Set(), functions: new Set(),
+    tables: new Set(), columns: new Set(), functions: new Set(), calls: new Map(),
     writeFunction: false, adminFunction: false, dynamicSql: false, settingTraps: new Set(), dmlCount: 0, locking: false, selectInto: false,
   };
   // Three parallel stacks instead of one object per frame: the walk allocates nothing per node.
@@ -175,6 +183,19 @@ class Walker {
         return;
       case 'FuncCall':
         this.funcCall(body);
+        break;
+      case 'A_Expr':
+        // BETWEEN's name is a keyword; it expands to the type's own >= and <=, which the operands' types decide.
+        if (typeof body.kind !== 'string' || !body.kind.startsWith('AEXPR_BETWEEN')) this.operator(body.name);
+        break;
+      case 'SubLink':
+        this.operator(body.operName);
+        break;
+      case 'SortBy':
+        this.operator(body.useOp);
+        break;
+      case 'TypeCast':
+        if (isObj(body.typeName)) this.call(judgeCast(names(body.typeName.names)));
         break;
       case 'SelectStmt':
       case 'InsertStmt':
@@ -292,12 +313,24 @@ class Walker {
     }
     if (parts.length === 0) return;
     this.facts.functions.add(parts.join('.'));
+    this.call(judgeFunction(parts));
     const name = parts[parts.length - 1] as string;
     if (name.toLowerCase() === 'set_config') for (const trap of setConfigTraps(body)) this.facts.settingTraps.add(trap);
     const effect = this.ctx.functions.effectOf(name);
     if (effect === 'write') this.facts.writeFunction = true;
     else if (effect === 'admin') this.facts.adminFunction = true;
     else if (effect === 'dynamic_sql') this.facts.dynamicSql = true;
+  }
+
+  private call(info: CallInfo): void {
+    const key = `${info.kind}:${info.name}`;
+    if (!this.facts.calls.has(key)) this.facts.calls.set(key, info);
+  }
+
+  /** An operator name list (`+`, or `OPERATOR(schema.op)` as two parts); absent on nodes that have none. */
+  private operator(list: unknown): void {
+    if (!Array.isArray(list) || list.length === 0) return;
+    this.call(judgeOperator(names(list)));
   }
 
   private dropped(body: Json): void {

@@ -25,7 +25,7 @@ CreateSubscriptionStmt AlterSubscriptionStmt DropSubscriptionStmt`.split(/\s+/);
 
 function facts(): StatementFacts {
   return {
-    tables: new Set(), columns: new Set(), functions: new Set(),
+    tables: new Set(), columns: new Set(), functions: new Set(), calls: new Map(),
     writeFunction: false, adminFunction: false, dynamicSql: false, settingTraps: new Set(), dmlCount: 0, locking: false, selectInto: false,
   };
 }
