@@ -13,7 +13,13 @@ let admin: { id: number; key: string };
 beforeAll(async () => {
   ww = await startWireWorld();
   reader = await ww.world.agent('fcall-reader', [{ source_id: ww.sourceId, role_key: 'reader' }]);
-  admin = await ww.world.agent('fcall-admin', [{ source_id: ww.sourceId, role_key: 'admin' }]);
+  // lo_creat is off the built-in allowlist (deny by default): a role naming it lets the admin's call reach the approval.
+  const role = await ww.world.admin('POST', `/api/data-sources/${ww.sourceId}/roles`, {
+    role_key: 'lo-creator',
+    rules: { sql: [{ operations: ['admin'], tables: ['*.*'], functions: ['lo_creat'], approval: 'always' }] },
+  });
+  if (role.status !== 201) throw new Error(role.text);
+  admin = await ww.world.agent('fcall-admin', [{ source_id: ww.sourceId, role_key: 'admin' }, { source_id: ww.sourceId, role_key: 'lo-creator' }]);
 }, 60_000);
 afterAll(async () => ww?.stop());
 

@@ -49,6 +49,8 @@ export const BUILTIN_FUNCTION_FAMILIES: Readonly<Record<string, FunctionFamily>>
       'regexp_replace', 'regexp_split_to_array', 'regexp_split_to_table', 'regexp_substr', 'repeat', 'replace', 'reverse',
       'right', 'rpad', 'rtrim', 'split_part', 'starts_with', 'strpos', 'substr', 'substring', 'to_hex', 'translate', 'unistr',
       'upper', 'string_to_array', 'string_to_table', 'array_to_string', 'to_ascii',
+      // The function behind `||` on text, called by name through the protocol's FunctionCall.
+      'textcat',
     ],
   },
   binary: {
