@@ -24,6 +24,7 @@ import {
   parseErrorFields,
   parseMessage,
   parseRowDescription,
+  parseRowOrigins,
   queryMessage,
   syncMessage,
 } from '../gateway/pgwire/protocol.js';
@@ -385,7 +386,12 @@ export interface ExecuteSqlArgs {
   params: readonly unknown[];
   maxRows: number;
   /** The policy obligations to apply to the result (redact_columns, pii mode). */
-  redaction?: { redactColumns: readonly string[]; mode: PiiMode };
+  redaction?: {
+    redactColumns: readonly string[];
+    mode: PiiMode;
+    /** Result columns to replace whole whatever their name, from RowDescription's names and origins (redaction by provenance). */
+    forceColumns?: (fields: { name: string; tableOid: number; attnum: number }[]) => boolean[];
+  };
 }
 
 function paramValue(p: unknown): string | Buffer | null {
@@ -423,7 +429,10 @@ export class PostgresExecutor {
             return;
           case Backend.RowDescription:
             result.columns = parseRowDescription(body).names;
-            if (args.redaction) redactRow = this.pii.rowRedactor(result.columns, { mode: args.redaction.mode, redactColumns: args.redaction.redactColumns });
+            if (args.redaction) {
+              const forceColumns = args.redaction.forceColumns?.(parseRowOrigins(body));
+              redactRow = this.pii.rowRedactor(result.columns, { mode: args.redaction.mode, redactColumns: args.redaction.redactColumns, ...(forceColumns ? { forceColumns } : {}) });
+            }
             return;
           case Backend.DataRow: {
             if (result.rows.length >= args.maxRows) return;

@@ -5,6 +5,8 @@ import type { RegisteredSource } from '../registry/sources.js';
 import type { SourceRoleDecision, Grant, SourceRole } from '../governance/source-roles.js';
 import type { CompiledPolicySet, Decision, Operation } from '../governance/policy/index.js';
 import type { SqlClassification, SqlClassifier } from '../governance/sql/index.js';
+import type { StructureProvider } from '../governance/sql/structure.js';
+import type { ColumnAnalysis } from '../governance/sql/result-columns.js';
 import type { PiiScanner } from '../governance/pii/index.js';
 import type { CallTrust } from '../governance/sql/source-calls.js';
 import type { RiskAssessment } from '../governance/risk.js';
@@ -78,6 +80,8 @@ export interface GovernedRequest {
   operation?: Operation;
   tables?: readonly string[];
   columns?: readonly string[];
+  /** What the statement reads and what feeds each result column (the `columns` stage), when column rules apply. */
+  columnAnalysis?: ColumnAnalysis;
   roleDecision?: SourceRoleDecision;
   policyDecision?: Decision;
   risk?: RiskAssessment;
@@ -99,6 +103,8 @@ export interface PipelineDeps {
   policies(): CompiledPolicySet;
   readonly rateLimiter: RateLimiter;
   readonly sql: SqlClassifier;
+  /** Source structures for column resolution (cached per source, dropped on DDL). */
+  readonly structures: StructureProvider<RegisteredSource>;
   readonly pii: PiiScanner;
   readonly approvals: ApprovalQueue;
   /**

@@ -8,6 +8,7 @@ import type { GovernedRequest, PipelineDeps, Stage } from './context.js';
 import { isWriteOperation } from './context.js';
 import { refuseUncallable, untrustedCalls } from './calls.js';
 import { AUDIT_ARRAY_MAX, boundedAuditText } from '../audit/entry.js';
+import { deniedColumns, resolveColumns } from './columns.js';
 
 const HTTP_METHODS = new Set(['GET', 'POST', 'PUT', 'PATCH', 'DELETE']);
 const EFFECT_RANK: Readonly<Record<Decision['effect'], number>> = { allow: 0, require_approval: 1, deny: 2 };
@@ -152,6 +153,11 @@ export const applyPolicy: Stage = {
     req.policyDecision = decision;
     if (decision.effect === 'deny') {
       for (const r of decision.reasons) req.audit.addReason(r);
+      const denied = req.action.kind === 'sql' ? deniedColumns(deps.policies(), decision.deciding_policy_id, req.columns ?? []) : [];
+      if (denied.length > 0) {
+        req.audit.addReason(`columns denied: ${denied.slice(0, 20).join(', ')}`);
+        throw new GatehouseError('forbidden', `A policy denies reading column ${denied.slice(0, 5).join(', ')}.`);
+      }
       throw new GatehouseError('forbidden', 'A policy denies this request.');
     }
   },
@@ -221,6 +227,7 @@ export const decisionStages: readonly Stage[] = [
   authenticateIdentity,
   resolveSource,
   checkSourceRole,
+  resolveColumns,
   applyPolicy,
   enforceRateLimit,
   queueRiskyWrites,
@@ -230,7 +237,7 @@ export const decisionStages: readonly Stage[] = [
  * The stages that can run before a statement's parameters are known (a wire Parse): everything up to policy.
  * Rate limits and approvals wait for the execution, which runs all of decisionStages.
  */
-export const preparationStages: readonly Stage[] = [validateInput, refuseSessionEscapes, authenticateIdentity, resolveSource, checkSourceRole, applyPolicy];
+export const preparationStages: readonly Stage[] = [validateInput, refuseSessionEscapes, authenticateIdentity, resolveSource, checkSourceRole, resolveColumns, applyPolicy];
 
 /** The audit fields known from the stages that have run (identity, source, decision trail). */
 export function auditFieldsOf(req: GovernedRequest): Record<string, unknown> {

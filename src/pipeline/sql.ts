@@ -4,6 +4,7 @@ import { UpstreamSqlError, type PostgresExecutor, type SqlResult } from '../conn
 import { isWriteOperation, type GovernedRequest, type PipelineDeps, type StageOutcome } from './context.js';
 import { decisionStages } from './decide.js';
 import { runStages } from './run.js';
+import { auditColumns, changesStructure, provenanceRedaction } from './columns.js';
 
 export type SqlOutcome = StageOutcome | { readonly kind: 'rows'; readonly result: SqlResult };
 
@@ -37,6 +38,7 @@ export async function runSqlPipeline(req: GovernedRequest, deps: PipelineDeps, e
   if (isWriteOperation(req.operation) || req.preApproved) req.audit.admit();
   const o = req.policyDecision!.obligations;
   let result: SqlResult;
+  let byProvenance: string[] = [];
   try {
     result = await executor.executeSql({
       source,
@@ -44,7 +46,16 @@ export async function runSqlPipeline(req: GovernedRequest, deps: PipelineDeps, e
       sql: action.sql,
       params: action.params,
       maxRows: limits.maxRows,
-      redaction: { redactColumns: o.redact_columns, mode: o.pii_mode ?? deps.config.pii.default_mode },
+      redaction: {
+        redactColumns: o.redact_columns,
+        mode: o.pii_mode ?? deps.config.pii.default_mode,
+        // The same decision the wire relay makes per RowDescription (pipeline/columns.ts).
+        forceColumns: (fields) => {
+          const force = provenanceRedaction(req, fields);
+          byProvenance = fields.filter((_, i) => force[i]).map((f) => f.name);
+          return force;
+        },
+      },
     });
   } catch (err) {
     if (!(err instanceof UpstreamSqlError)) throw err;
@@ -52,5 +63,8 @@ export async function runSqlPipeline(req: GovernedRequest, deps: PipelineDeps, e
     // The message is already sanitized (no host, user, database or password of the source).
     throw new GatehouseError('upstream_sql_error', `The statement failed upstream: ${err.message} (SQLSTATE ${err.sqlstate}).`, { details: { sqlstate: err.sqlstate } });
   }
+  if (req.columnAnalysis !== undefined) auditColumns(req, byProvenance);
+  // A statement that may change the structure has committed (the executor runs it on its own): drop the cached one.
+  if (changesStructure(req)) deps.structures.invalidate(req.sourceId);
   return { kind: 'rows', result: fitRows(result, limits.maxBytes) };
 }

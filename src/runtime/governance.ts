@@ -16,6 +16,7 @@ import { notifierFor } from '../notify/index.js';
 import { SourceCallCatalog } from '../connectors/postgres-calls.js';
 import type { HttpPipelineDeps } from '../pipeline/http.js';
 import { perServices, type Services } from './services.js';
+import { loadPostgresStructure, SourceStructures } from '../connectors/postgres-structure.js';
 
 export interface GovernanceRuntime {
   readonly pii: PiiScanner;
@@ -105,6 +106,13 @@ async function createGovernanceRuntime(services: Services): Promise<GovernanceRu
   await startKeySessionMemo(services);
   const authDeps = agentAuthDeps(services);
 
+  // The structure loads through the process's PostgreSQL runtime, which is built on this one: reached lazily.
+  const structures = new SourceStructures({
+    load: async (source) => {
+      const { postgresRuntimeFor } = await import('../connectors/postgres-runtime.js');
+      return loadPostgresStructure((await postgresRuntimeFor(services)).executor, source);
+    },
+  });
   const deps: HttpPipelineDeps = {
     config,
     log: log.child({ component: 'pipeline' }),
@@ -114,6 +122,7 @@ async function createGovernanceRuntime(services: Services): Promise<GovernanceRu
     policies: () => services.policies.current(),
     rateLimiter,
     sql,
+    structures,
     pii,
     approvals,
     egress,

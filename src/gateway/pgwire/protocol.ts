@@ -264,6 +264,21 @@ export function parseRowDescription(body: Buffer): { names: string[]; formats: n
   return { names, formats, typeOids };
 }
 
+/** RowDescription's names and origins (table OID and attnum; 0 for a computed column), for redaction by provenance. */
+export function parseRowOrigins(body: Buffer): { name: string; tableOid: number; attnum: number }[] {
+  const r = new BodyReader(body);
+  const n = r.int16();
+  const out: { name: string; tableOid: number; attnum: number }[] = [];
+  for (let i = 0; i < n; i++) {
+    const name = r.cstring();
+    const tableOid = r.int32() >>> 0;
+    const attnum = r.int16();
+    r.bytes(4 + 2 + 4 + 2); // type oid, typlen, typmod, format
+    out.push({ name, tableOid, attnum });
+  }
+  return out;
+}
+
 /** DataRow values (null for SQL NULL), as raw buffers. */
 export function parseDataRow(body: Buffer): (Buffer | null)[] {
   const r = new BodyReader(body);

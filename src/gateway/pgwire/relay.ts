@@ -23,12 +23,15 @@ import {
   parseParse,
   parseQuery,
   parseRowDescription,
+  parseRowOrigins,
   queryMessage,
   type ErrorFields,
   type Frame,
 } from './protocol.js';
 import { REFUSAL_PARSE, REFUSAL_QUERY, TxStatus } from './transaction.js';
 import { FUNCTION_CALL_RESPONSE, functionCallResponse, functionLookupSql, governedSql, parseFunctionCall, parseFunctionCallResponse, type CalledFunction } from './function-call.js';
+import { auditColumns, changesStructure, provenanceRedaction } from '../../pipeline/columns.js';
+import type { StatementColumns } from '../../governance/sql/provenance.js';
 import { DecisionMemo, WIRE_EXECUTE_STAGES, WIRE_PARSE_STAGES, decideStatement, endRecorded, type StatementDecision, type WireDecider } from './decide.js';
 
 /** Types whose binary form is their UTF-8 text, so personal-data scanning applies in binary results too. */
@@ -58,6 +61,8 @@ interface RowPlan {
   redact: ((values: readonly (string | null)[]) => { values: (string | null)[]; redactions: number }) | null;
   textColumns: boolean[];
   refuseBinary: string | null;
+  /** Result columns replaced because of what feeds them rather than their name (for the audit entry). */
+  byProvenance: string[];
 }
 
 /** One statement between its decision and its end: its audit entry and what the upstream returned. */
@@ -138,7 +143,11 @@ export class WireRelay {
   readonly #functions = new Map<number, CalledFunction>();
   /** Row plans by (pii mode, redacted columns, RowDescription): stateless, so a session reuses them. */
   readonly #plans = new Map<string, RowPlan>();
-  #lastPlan: { mode: PiiMode; redactColumns: readonly string[]; description: Buffer; plan: RowPlan } | null = null;
+  /** Row plans of statements with a column analysis, per analysis (cached per statement text and source structure). */
+  readonly #analysisPlans = new WeakMap<readonly StatementColumns[], Map<string, RowPlan>>();
+  #lastPlan: { mode: PiiMode; redactColumns: readonly string[]; analysis: readonly StatementColumns[] | undefined; named: boolean; description: Buffer; plan: RowPlan } | null = null;
+  /** A statement that may change the source's structure ended: the cached structure is dropped again once its transaction ends. */
+  #structureChanged = false;
   #batch: Buffer[] = [];
   /** An extended-protocol message was refused: what follows is ignored up to Sync, as PostgreSQL ignores it after an error. */
   #failed = false;
@@ -575,34 +584,55 @@ export class WireRelay {
     if (!this.#needsPlan(run)) return null;
     const o = run.req.policyDecision!.obligations;
     const mode = o.pii_mode ?? this.deps.defaultPiiMode;
+    const analysis = run.req.columnAnalysis?.statements;
+    const named = (run.req.tables?.length ?? 0) > 0;
     // A prepared statement answers the same description on every execution: the last plan is checked by its bytes
     // before a key string is built from them.
     const last = this.#lastPlan;
-    if (last && last.mode === mode && sameColumns(last.redactColumns, o.redact_columns) && last.description.equals(body)) return last.plan;
-    const key = `${mode}\u0000${o.redact_columns.join('\u0001')}\u0000${body.toString('latin1')}`;
-    let plan = this.#plans.get(key);
-    if (!plan) {
-      plan = this.#compilePlan(body, mode, o.redact_columns);
-      if (this.#plans.size >= MAX_CACHED_PLANS) this.#plans.clear();
-      this.#plans.set(key, plan);
+    if (last && last.mode === mode && last.analysis === analysis && last.named === named && sameColumns(last.redactColumns, o.redact_columns) && last.description.equals(body)) {
+      this.#notePlan(run, last.plan);
+      return last.plan;
     }
-    this.#lastPlan = { mode, redactColumns: o.redact_columns, description: Buffer.from(body), plan };
+    let plans = this.#plans;
+    if (analysis !== undefined) {
+      plans = this.#analysisPlans.get(analysis) ?? new Map<string, RowPlan>();
+      this.#analysisPlans.set(analysis, plans);
+    }
+    const key = `${mode}\u0000${named ? 1 : 0}\u0000${o.redact_columns.join('\u0001')}\u0000${body.toString('latin1')}`;
+    let plan = plans.get(key);
+    if (!plan) {
+      plan = this.#compilePlan(run, body, mode, o.redact_columns);
+      if (plans.size >= MAX_CACHED_PLANS) plans.clear();
+      plans.set(key, plan);
+    }
+    this.#lastPlan = { mode, redactColumns: o.redact_columns, analysis, named, description: Buffer.from(body), plan };
+    this.#notePlan(run, plan);
     return plan;
   }
 
-  #compilePlan(body: Buffer, mode: PiiMode, redactColumns: readonly string[]): RowPlan {
+  /** The audit entry names the resolved columns and what was redacted by provenance. */
+  #notePlan(run: StatementRun, plan: RowPlan): void {
+    if (run.req.columnAnalysis !== undefined) auditColumns(run.req, plan.byProvenance);
+  }
+
+  #compilePlan(run: StatementRun, body: Buffer, mode: PiiMode, redactColumns: readonly string[]): RowPlan {
     const desc = parseRowDescription(body);
-    const redact = this.deps.pii.rowRedactor(desc.names, { mode, redactColumns });
+    // Redaction by provenance: what feeds each column decides, not its name (pipeline/columns.ts).
+    const forceColumns = provenanceRedaction(run.req, parseRowOrigins(body));
+    const redact = this.deps.pii.rowRedactor(desc.names, { mode, redactColumns, forceColumns });
+    const byName = this.deps.pii.rowRedactor(desc.names, { mode: 'off', redactColumns });
     // A probe row without personal data shows which columns are replaced whatever their value.
     const probe = desc.names.map(() => '\u0001');
     const replaced = redact(probe).values.map((v, i) => v !== probe[i]);
+    const replacedByName = byName(probe).values.map((v, i) => v !== probe[i]);
     let refuseBinary: string | null = null;
     const textColumns = desc.formats.map((f, i) => {
       if (f === 0) return true;
       if (replaced[i]) refuseBinary ??= desc.names[i]!;
       return TEXT_LIKE_OIDS.has(desc.typeOids[i]!);
     });
-    return { redact, textColumns, refuseBinary };
+    const byProvenance = desc.names.filter((_, i) => forceColumns[i] && !replacedByName[i]);
+    return { redact, textColumns, refuseBinary, byProvenance };
   }
 
   // ---- upstream side ----
@@ -621,6 +651,7 @@ export class WireRelay {
   #end(run: StatementRun, fields: Parameters<typeof endRecorded>[2]): void {
     if (run.ended) return;
     run.ended = true;
+    this.#afterStructureChange(run);
     this.#track(endRecorded(this.deps.decider, run.req.audit, { redactions: run.redactions, bytes_out: run.bytesOut, ...fields }));
   }
 
@@ -715,7 +746,23 @@ export class WireRelay {
     this.#send(msg);
   }
 
+  /**
+   * DDL through the gateway drops the source's cached structure when it is decided and again when it ends; inside a
+   * transaction other connections see it only after COMMIT, so it is dropped at every ReadyForQuery until the session
+   * is idle again.
+   */
+  #afterStructureChange(run: StatementRun): void {
+    const req = run.req;
+    if (!req.sql || !changesStructure(req)) return;
+    this.#structureChanged = true;
+    this.deps.decider.pipeline.structures.invalidate(this.deps.decider.sourceId);
+  }
+
   #onReady(raw: Buffer): void {
+    if (this.#structureChanged) {
+      this.deps.decider.pipeline.structures.invalidate(this.deps.decider.sourceId);
+      if (raw[5] === TxStatus.Idle) this.#structureChanged = false;
+    }
     const h = this.#pending.shift();
     if (h?.kind === 'query') for (const r of h.runs) this.#end(r, { status: 409, decision: 'allow', error_code: 'not_executed' });
     if (h?.kind === 'fcall') this.#end(h.run, { status: 502, decision: 'allow', error_code: 'upstream_sql_error' });

@@ -12,6 +12,8 @@ export interface PiiScanOptions {
   mode: PiiMode;
   /** Column or key names (globs, case-insensitive) whose values are replaced whole by `[REDACTED:column]`, in every mode. */
   redactColumns?: readonly string[];
+  /** Rows only: result columns replaced whole whatever their name (redaction by provenance, governance/sql/result-columns.ts). */
+  forceColumns?: readonly boolean[];
 }
 
 export interface PiiScannerOptions {
@@ -328,8 +330,8 @@ export function createPiiScanner(options: PiiScannerOptions = {}): PiiScanner {
     const mode = effectiveMode(opts.mode);
     const redact = columnsOf(opts.redactColumns);
     // One plan per column: 'column' marker, a key-context type, or a detector set (null = leave as is).
-    const plan = columns.map((name) => {
-      if (redact !== null && redact.matches(name)) return { kind: 'column' as const, type: COLUMN, hint: undefined, set: null };
+    const plan = columns.map((name, i) => {
+      if (opts.forceColumns?.[i] === true || (redact !== null && redact.matches(name))) return { kind: 'column' as const, type: COLUMN, hint: undefined, set: null };
       if (mode === 'off') return { kind: 'keep' as const, type: '', hint: undefined, set: null };
       const info = infoOf(name);
       if (mode === 'deep' && info.type !== null) return { kind: 'column' as const, type: info.type, hint: info.norm, set: null };
