@@ -48,7 +48,7 @@ export const MAX_NESTING_ESTIMATE = 1000;
  * String literals are single tokens, so their contents cannot cheat the count.
  */
 export function nestingEstimate(sql: string): number {
-  const tokens = scanSync(sql).tokens;
+  const tokens = scanSync(scannable(sql)).tokens;
   const saved: number[] = [];
   let below = 0;
   let cur = 0;
@@ -74,6 +74,18 @@ export function nestingEstimate(sql: string): number {
     if (below + cur > max) max = below + cur;
   }
   return max;
+}
+
+/**
+ * libpg-query's scanner writes its JSON without escaping control characters other than tab, newline and carriage
+ * return, so a valid statement with, say, U+0001 in a string literal, quoted identifier or comment made JSON.parse throw
+ * ("Bad control character in string literal in JSON") and the statement was refused as unparseable. Such characters
+ * can only stand inside those tokens (anywhere else they are a syntax error, which parseSync still reports on the real
+ * text): the scan sees a space in their place, one character for one, so token boundaries and nesting are unchanged.
+ */
+const JSON_UNSAFE_CONTROLS = /[\u0001-\u0008\u000b\u000c\u000e-\u001f]/g;
+function scannable(sql: string): string {
+  return sql.replace(JSON_UNSAFE_CONTROLS, ' ');
 }
 
 export type ParseOutcome =
