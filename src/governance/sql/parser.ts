@@ -83,7 +83,8 @@ export function nestingEstimate(sql: string): number {
  * can only stand inside those tokens (anywhere else they are a syntax error, which parseSync still reports on the real
  * text): the scan sees a space in their place, one character for one, so token boundaries and nesting are unchanged.
  */
-const JSON_UNSAFE_CONTROLS = /[\u0001-\u0008\u000b\u000c\u000e-\u001f]/g;
+/** Everything below a space but tab, newline and carriage return (the ones the scanner escapes). */
+const JSON_UNSAFE_CONTROLS = /[^\t\n\r -\uffff]/g;
 function scannable(sql: string): string {
   return sql.replace(JSON_UNSAFE_CONTROLS, ' ');
 }
