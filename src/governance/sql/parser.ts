@@ -48,7 +48,7 @@ export const MAX_NESTING_ESTIMATE = 1000;
  * String literals are single tokens, so their contents cannot cheat the count.
  */
 export function nestingEstimate(sql: string): number {
-  const tokens = scanSync(scannable(sql)).tokens;
+  const tokens = scanTokens(sql);
   const saved: number[] = [];
   let below = 0;
   let cur = 0;
@@ -81,12 +81,12 @@ export function nestingEstimate(sql: string): number {
  * return, so a valid statement with, say, U+0001 in a string literal, quoted identifier or comment made JSON.parse throw
  * ("Bad control character in string literal in JSON") and the statement was refused as unparseable. Such characters
  * can only stand inside those tokens (anywhere else they are a syntax error, which parseSync still reports on the real
- * text): the scan sees a space in their place, one character for one, so token boundaries and nesting are unchanged.
+ * text): the scan sees a space in their place, one byte for one, so token boundaries (byte offsets) are unchanged.
  */
 /** Everything below a space but tab, newline and carriage return (the ones the scanner escapes). */
 const JSON_UNSAFE_CONTROLS = /[^\t\n\r -\uffff]/g;
-function scannable(sql: string): string {
-  return sql.replace(JSON_UNSAFE_CONTROLS, ' ');
+function scanTokens(sql: string): ReturnType<typeof scanSync>['tokens'] {
+  return scanSync(sql.replace(JSON_UNSAFE_CONTROLS, ' ')).tokens;
 }
 
 export type ParseOutcome =
@@ -131,7 +131,7 @@ const LITERAL_TOKEN_TYPES: ReadonlySet<number> = new Set([260, 261, 262, 263, 26
  * built from this text carry no value the agent sent.
  */
 export function scrubLiterals(sql: string): string {
-  const tokens = scanSync(sql).tokens;
+  const tokens = scanTokens(sql);
   const bytes = Buffer.from(sql, 'utf8');
   let next = 0;
   for (const t of tokens) {
