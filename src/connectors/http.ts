@@ -27,6 +27,12 @@ export const httpConfigSchema = z
     token: z.string().min(1).max(8192).optional(),
     token_ref: secretRef.optional(),
     timeout_ms: z.number().int().min(100).max(120_000).default(10_000),
+    /**
+     * A response the personal-data scanner cannot read (binary, archive, image, PDF, unknown type): `refuse` answers
+     * 502 unscannable_response, `pass` returns it unscanned; either is audited. Unset: refuse whenever redaction is asked
+     * for (docs/proxy.md "Bodies").
+     */
+    unscannable_responses: z.enum(['refuse', 'pass']).optional(),
   })
   .refine((c) => !(c.token !== undefined && c.token_ref !== undefined), { message: 'give token or token_ref, not both', path: ['token_ref'] });
 

@@ -32,6 +32,8 @@ export const errorRegistry = {
   /** The source database refused the statement: governance allowed it, so it is audited as allow; the wire passes the upstream SQLSTATE through. */
   upstream_sql_error: { http: 400, sqlstate: 'XX000', mcpToolError: true, message: 'The statement failed on the source database.' },
   upstream_failed: { http: 502, sqlstate: '08006', mcpToolError: true, message: 'The upstream request failed.' },
+  /** The upstream answered, but with a body the personal-data scanner cannot read while redaction is asked for (docs/proxy.md "Bodies"). */
+  unscannable_response: { http: 502, sqlstate: '08006', mcpToolError: true, message: 'The upstream response cannot be scanned for personal data, so it is not returned.' },
   unavailable: { http: 503, sqlstate: '57P03', mcpToolError: false, message: 'A required dependency is unavailable.' },
   store_unavailable: { http: 503, sqlstate: '57P03', mcpToolError: false, message: 'The control store is unavailable.' },
   audit_unavailable: { http: 503, sqlstate: '57P03', mcpToolError: false, message: 'The audit log cannot record this request.' },

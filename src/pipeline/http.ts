@@ -5,6 +5,7 @@ import { upstreamRequest, type UpstreamMethod } from '../egress/request.js';
 import { resolveCredential } from '../connectors/credentials.js';
 import { httpConfigSchema, type HttpConfig } from '../connectors/http.js';
 import type { RegisteredSource } from '../registry/sources.js';
+import { scanBody, type PiiMode, type PiiScanner } from '../governance/pii/index.js';
 import type { EgressDispatcher } from '../egress/agent.js';
 import type { CircuitRegistry } from '../egress/circuit.js';
 import type { CacheKey, GovernedCache } from '../cache/governed-cache.js';
@@ -19,8 +20,6 @@ export const FORWARDED_REQUEST_HEADERS = ['accept', 'accept-language', 'content-
 /** Spec §4 rule 7: the only upstream response headers returned. */
 export const RETURNED_RESPONSE_HEADERS = ['cache-control', 'content-type', 'etag', 'expires', 'last-modified', 'vary'] as const;
 
-const TEXT_LIKE = /^(text\/|application\/(xml|xhtml\+xml|javascript|x-www-form-urlencoded|csv)|[^;]*\+xml)/i;
-const JSON_LIKE = /^application\/([a-z0-9.+-]*\+)?json/i;
 
 export interface ProxyResponse {
   status: number;
@@ -189,6 +188,15 @@ export const executeUpstream: HttpStage = {
   },
 };
 
+/**
+ * Whether anything in force asks for this response to be redacted: a column obligation, or a personal-data mode
+ * (the policy's, else `pii.default_mode`) that is still on after the scanner's enablement. Decides the default for
+ * responses the scanner cannot read (docs/proxy.md "Bodies").
+ */
+function asksForRedaction(opts: { mode: PiiMode; redactColumns: readonly string[] }, pii: PiiScanner): boolean {
+  return opts.redactColumns.length > 0 || pii.effectiveMode(opts.mode) !== 'off';
+}
+
 /** Step 9a: personal data and policy columns are redacted before anything leaves or is cached; a scanner failure replaces the body (fail closed). */
 export const redactResponse: HttpStage = {
   name: 'redact',
@@ -201,36 +209,32 @@ export const redactResponse: HttpStage = {
     }
     const obligations = req.policyDecision!.obligations;
     const opts = { mode: obligations.pii_mode ?? deps.config.pii.default_mode, redactColumns: obligations.redact_columns };
-    const contentType = headers['content-type'] ?? '';
     let body = upstream.body;
     let redactions = 0;
-    if (body.length > 0 && JSON_LIKE.test(contentType)) {
-      let value: unknown;
-      let parsed = true;
-      try {
-        value = JSON.parse(body.toString('utf8'));
-      } catch {
-        parsed = false;
-      }
-      if (parsed) {
-        const result = deps.pii.scanJson(value, opts);
-        redactions = result.redactions;
-        body = Buffer.from(JSON.stringify(result.value));
-        if (result.failedClosed) req.audit.addReason('redaction: scan failed closed');
+    if (body.length > 0) {
+      const scanned = scanBody(deps.pii, body, headers['content-type'], opts);
+      if (scanned.kind === 'unscannable') {
+        const setting = httpConfigOf(req.source!)?.unscannable_responses ?? (asksForRedaction(opts, deps.pii) ? 'refuse' : 'pass');
+        if (setting === 'refuse') {
+          req.audit.addReason(`redaction: response refused as unscannable (${scanned.reason})`);
+          const refuse = (): never => {
+            throw new GatehouseError('unscannable_response');
+          };
+          // A write that went through still changed the source: its dependent cache entries go before the refusal (step 10).
+          if (isWriteOperation(req.operation) && ((upstream.status >= 200 && upstream.status < 300) || req.barrierRaised)) return deps.cache.afterWrite(req.sourceId).then(refuse);
+          refuse();
+        }
+        req.audit.addReason(`redaction: response passed unscanned (${scanned.reason})`);
       } else {
-        // A body that claims JSON but is not: scanned as text rather than passed through unscanned.
-        const result = deps.pii.scanText(body.toString('utf8'), opts);
-        redactions = result.redactions;
-        body = Buffer.from(result.text);
+        body = scanned.body;
+        redactions = scanned.redactions;
+        if (scanned.contentType !== '') headers['content-type'] = scanned.contentType;
+        if (scanned.failedClosed) req.audit.addReason('redaction: scan failed closed');
       }
-    } else if (body.length > 0 && TEXT_LIKE.test(contentType)) {
-      const result = deps.pii.scanText(body.toString('utf8'), opts);
-      redactions = result.redactions;
-      body = Buffer.from(result.text);
-      if (result.failedClosed) req.audit.addReason('redaction: scan failed closed');
     }
     req.redactions = redactions;
     req.response = { status: upstream.status, headers, body };
+    return undefined;
   },
 };
 

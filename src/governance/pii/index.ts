@@ -8,3 +8,5 @@ export type { DetectorGate, PiiDetector, PiiMatch } from './detectors.js';
 export { marker, SCAN_FAILED, COLUMN } from './text.js';
 export { keyContextType, normalizeKey } from './keys.js';
 export { cardNetwork, ibanValid, ipv4Valid, ipv6Valid, luhnValid, ssnValid } from './checks.js';
+export { bodyKind, parseMediaType, scanBody } from './body.js';
+export type { BodyKind, BodyScanResult, MediaType } from './body.js';

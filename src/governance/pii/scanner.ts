@@ -65,6 +65,8 @@ export interface PiiScanner {
   redactRow(columns: readonly string[], values: readonly (string | null)[], opts: PiiScanOptions): RowScanResult;
   /** Compiles the per-column plan once for a result set, then redacts each row with it. */
   rowRedactor(columns: readonly string[], opts: PiiScanOptions): (values: readonly (string | null)[]) => RowScanResult;
+  /** The mode a request for `mode` runs after the scanner's enablement (`pii.fast_enabled`, `pii.deep_enabled`). */
+  effectiveMode(mode: PiiMode): PiiMode;
   /** The matches the scanner would redact in `text` (for corpus evaluation and dry runs). */
   detect(text: string, mode: Exclude<PiiMode, 'off'>): { start: number; end: number; type: string }[];
 }
@@ -356,6 +358,7 @@ export function createPiiScanner(options: PiiScannerOptions = {}): PiiScanner {
   }
 
   return {
+    effectiveMode,
     scanJson,
     scanText,
     rowRedactor,
