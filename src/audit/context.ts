@@ -102,6 +102,19 @@ export class AuditContext {
     this.#port.admit();
   }
 
+  /**
+   * Before a write reaches its upstream: the strict refusal of `admit()`, then the entry as known now recorded durably
+   * as the write's intent (docs/audit.md "Write intents"). If the process dies before `end()`, the next start records
+   * it with outcome unknown; `end()` completes it. Rejects with GatehouseError('audit_unavailable') when the intent
+   * cannot be recorded and the mode forbids going on: the write must then not be sent.
+   */
+  async intend(fields: Partial<AuditFields> = {}): Promise<void> {
+    this.admit();
+    if (this.#ended) return;
+    this.set(fields);
+    await this.#port.recordIntent(this.snapshot());
+  }
+
   /** The entry as it would be emitted now (for logs and tests). */
   snapshot(): AuditEntry {
     return { ...this.#fields, id: this.id, ts: this.ts, duration_ms: this.#duration() };

@@ -41,6 +41,13 @@ export interface AuditPort {
    * doors call it before a write reaches the upstream (spec: a strict-mode write must not run unaudited).
    */
   admit(): void;
+  /**
+   * Durably records the intent of a write before its upstream sees it (docs/audit.md "Write intents"): the entry as
+   * known so far, with the id and ts its finished entry will have. Rejects with GatehouseError('audit_unavailable')
+   * when it cannot be recorded and the mode forbids going on without it (strict; buffered fail_closed). The intent is
+   * completed by the port itself once the entry with the same id is durable (committed or spooled).
+   */
+  recordIntent(entry: AuditEntry): Promise<void>;
   /** The /ready `audit_buffer` check. */
   health(): AuditHealth;
   /** Counters for /stats. */
@@ -58,9 +65,17 @@ export class MemoryAuditSink implements AuditPort {
 
   async write(entry: AuditEntry): Promise<void> {
     this.entries.push(entry);
+    this.intents.delete(entry.id);
   }
 
   admit(): void {}
+
+  /** Intents recorded and not completed, by id. */
+  readonly intents = new Map<string, AuditEntry>();
+
+  async recordIntent(entry: AuditEntry): Promise<void> {
+    this.intents.set(entry.id, structuredClone(entry));
+  }
 
   health(): AuditHealth {
     return { ok: true, detail: `memory sink: ${this.entries.length} entries` };

@@ -9,6 +9,7 @@ import { copyAuditEntries, insertAuditEntries } from './insert.js';
 import type { CopyIn } from '../store/copy.js';
 import type { AuditHealth, AuditPort, AuditStats } from './port.js';
 import { AuditSpool, SpoolLockedError } from './spool.js';
+import { IntentJournal, unknownOutcomeEntry } from './intents.js';
 import { withDeadline } from '../util/deadline.js';
 
 export type AuditConfig = Config['audit'];
@@ -46,6 +47,8 @@ export class AuditWriter implements AuditPort {
   readonly #cfg: AuditConfig;
   readonly #logger: AuditLogger;
   readonly #spool: AuditSpool;
+  /** Write intents, in the spool directory under its lock; null until the spool could be opened at start. */
+  #intents: IntentJournal | null = null;
   readonly #insertTimeoutMs: number;
   readonly #strictConcurrency: number;
   readonly #flushConcurrency: number;
@@ -107,11 +110,54 @@ export class AuditWriter implements AuditPort {
       if (error instanceof SpoolLockedError) throw new SpoolInUseError(this.#spool.dir, error.holderPid);
       this.#logger.error({ spool: this.#spool.dir, err: String(error) }, 'audit spool unavailable at start');
     }
+    if (this.#spool.lastError === null) await this.#recoverIntents();
     if (this.mode === 'buffered') {
       this.#flushTimer = setInterval(() => this.#kickFlush(), this.#cfg.flush_interval_ms);
       this.#flushTimer.unref();
     }
     if (this.#spool.entries > 0) this.#kickReplay();
+  }
+
+  /**
+   * Writes an earlier process left unfinished (their intents were never completed) become `outcome_unknown` entries,
+   * spooled durably before the journal that held them is deleted; the replay stores them. An entry whose real one was
+   * stored after all is ignored there as a duplicate (same id and ts).
+   */
+  async #recoverIntents(): Promise<void> {
+    const journal = new IntentJournal({ dir: this.#spool.dir, logger: this.#logger });
+    try {
+      const unfinished = await journal.recover();
+      if (unfinished.length > 0) {
+        await this.#spool.append(unfinished.map(unknownOutcomeEntry));
+        this.#logger.warn({ entries: unfinished.length, request_ids: unfinished.slice(0, 20).map((e) => e.request_id) }, 'writes interrupted by the previous stop recorded with outcome unknown');
+      }
+      await journal.discardRecovered();
+      this.#intents = journal;
+    } catch (error) {
+      this.#logger.error({ spool: this.#spool.dir, err: String(error) }, 'audit intent journal unavailable at start; writes are refused in strict mode');
+    }
+  }
+
+  async recordIntent(entry: AuditEntry): Promise<void> {
+    assertValidEntry(entry);
+    const refuse = this.mode === 'strict' || this.#cfg.strictness === 'fail_closed';
+    if (this.#closing) throw unavailable('writer closed');
+    try {
+      if (this.#intents === null) throw new Error('audit intent journal unavailable');
+      await this.#intents.record(entry);
+    } catch (error) {
+      if (refuse) {
+        this.#failed += 1;
+        throw unavailable('write intent cannot be recorded', error);
+      }
+      this.#logger.error({ audit_id: entry.id, request_id: entry.request_id, err: String(error) }, 'write intent not recorded (strictness fail_open)');
+    }
+  }
+
+  /** Entries now durable (committed or spooled) complete their write intents, if they had one. */
+  #durable(entries: readonly AuditEntry[]): void {
+    if (this.#intents === null || this.#intents.open === 0) return;
+    for (const e of entries) this.#intents.complete(e.id);
   }
 
   write(entry: AuditEntry): Promise<void> {
@@ -157,6 +203,7 @@ export class AuditWriter implements AuditPort {
       try {
         await this.#insert(entries);
         this.#written += entries.length;
+        this.#durable(entries);
         for (const w of batch) w.resolve();
         return;
       } catch (error) {
@@ -174,6 +221,7 @@ export class AuditWriter implements AuditPort {
   async #spoolStrict(entries: AuditEntry[]): Promise<void> {
     try {
       await this.#spool.append(entries);
+      this.#durable(entries);
     } catch (error) {
       this.#failed += entries.length;
       this.#logger.error({ entries: entries.length, postgres: this.#lastPgError, spool: String(error) }, 'audit entry could not be recorded: postgres and spool unavailable');
@@ -196,6 +244,7 @@ export class AuditWriter implements AuditPort {
     }
     try {
       await this.#spool.append([entry]);
+      this.#durable([entry]);
     } catch (error) {
       if (this.#cfg.strictness === 'fail_closed') {
         this.#failed += 1;
@@ -226,6 +275,7 @@ export class AuditWriter implements AuditPort {
       try {
         await this.#insert(batch);
         this.#written += batch.length;
+        this.#durable(batch);
         return true;
       } catch (error) {
         this.#markDown(error);
@@ -233,6 +283,7 @@ export class AuditWriter implements AuditPort {
     }
     try {
       await this.#spool.append(batch);
+      this.#durable(batch);
       return true;
     } catch (error) {
       // Nowhere to go: keep the entries (ahead of newer ones) and retry on the next tick.
@@ -398,6 +449,7 @@ export class AuditWriter implements AuditPort {
     await this.#recovery;
     await this.#replayRun;
     if (this.#buffer.length > 0) this.#logger.error({ entries: this.#buffer.length }, 'audit writer closed with entries that could not be recorded');
+    await this.#intents?.close();
     await this.#spool.close();
   }
 }

@@ -13,7 +13,7 @@ import type { SecretRefResult } from '../config/secrets.js';
 import type { GovernedRequest, PipelineDeps, Stage, StageOutcome } from './context.js';
 import { isWriteOperation } from './context.js';
 import { decisionStages } from './decide.js';
-import { runStages } from './run.js';
+import { recordWriteIntent, runStages } from './run.js';
 
 /** Spec §4 rule 6: the only request headers that reach the upstream. */
 export const FORWARDED_REQUEST_HEADERS = ['accept', 'accept-language', 'content-type', 'if-match', 'if-none-match', 'if-modified-since', 'if-unmodified-since', 'idempotency-key'] as const;
@@ -157,6 +157,8 @@ export const executeUpstream: HttpStage = {
   name: 'upstream',
   async run(req, deps) {
     if (req.action.kind !== 'http') return;
+    // The last step before the upstream sees a write: its intent becomes durable (reads keep the plain path).
+    if (isWriteOperation(req.operation) || req.preApproved) await recordWriteIntent(req);
     const headers: Record<string, string> = {};
     for (const name of FORWARDED_REQUEST_HEADERS) {
       const v = req.action.headers[name];

@@ -1,7 +1,7 @@
 // Runs an ordered list of stages over one request and keeps its audit entry in step; the front door ends the entry with what it answered.
 import { GatehouseError, isGatehouseError, type ErrorCode } from '../errors/registry.js';
 import { StoreUnavailableError } from '../store/errors.js';
-import type { AuditDecision } from '../audit/entry.js';
+import type { AuditDecision, AuditFields } from '../audit/entry.js';
 import { auditFieldsOf } from './decide.js';
 import type { GovernedRequest, Stage, StageOutcome } from './context.js';
 
@@ -47,6 +47,14 @@ export function asGatehouseError(err: unknown): GatehouseError {
   if (isGatehouseError(err)) return err;
   if (err instanceof StoreUnavailableError) return new GatehouseError('unavailable', undefined, { cause: err });
   return new GatehouseError('internal', undefined, { cause: err });
+}
+
+/**
+ * Before a write (or an approved request) reaches its upstream, on every front door: the strict audit refusal, then
+ * the write's intent recorded durably with what was decided (docs/audit.md "Write intents"). Reads do not call it.
+ */
+export function recordWriteIntent(req: GovernedRequest): Promise<void> {
+  return req.audit.intend({ ...(auditFieldsOf(req) as Partial<AuditFields>), decision: 'allow' });
 }
 
 /** The audit fields of a request that ended in an error, the same on every front door: the registry's status and code, `deny` or `error`. */

@@ -3,7 +3,7 @@ import { GatehouseError } from '../errors/registry.js';
 import { UpstreamSqlError, type PostgresExecutor, type SqlResult } from '../connectors/postgres-exec.js';
 import { isWriteOperation, type GovernedRequest, type PipelineDeps, type StageOutcome } from './context.js';
 import { decisionStages } from './decide.js';
-import { runStages } from './run.js';
+import { recordWriteIntent, runStages } from './run.js';
 import { auditColumns, changesStructure, provenanceRedaction } from './columns.js';
 
 export type SqlOutcome = StageOutcome | { readonly kind: 'rows'; readonly result: SqlResult };
@@ -35,7 +35,7 @@ export async function runSqlPipeline(req: GovernedRequest, deps: PipelineDeps, e
   const source = req.source!;
   if (source.source_type !== 'postgres') throw new GatehouseError('invalid_request', 'SQL runs on PostgreSQL sources only.');
   // Strict audit: a write, or any approved statement, must not reach the upstream unless its entry can be recorded.
-  if (isWriteOperation(req.operation) || req.preApproved) req.audit.admit();
+  if (isWriteOperation(req.operation) || req.preApproved) await recordWriteIntent(req);
   const o = req.policyDecision!.obligations;
   let result: SqlResult;
   let byProvenance: string[] = [];

@@ -4,6 +4,7 @@ import type { AgentIdentity } from '../../identity/index.js';
 import type { PiiMode, PiiScanner } from '../../governance/pii/index.js';
 import type { GovernedRequest } from '../../pipeline/context.js';
 import { isWriteOperation } from '../../pipeline/context.js';
+import { recordWriteIntent } from '../../pipeline/run.js';
 import { guardedParse } from '../../governance/sql/parser.js';
 import type { SqlClassifier } from '../../governance/sql/index.js';
 import type { UpstreamConnection } from '../../connectors/postgres-exec.js';
@@ -388,7 +389,9 @@ export class WireRelay {
       return;
     }
     const runs = decisions.map((d) => this.#run(d.req, null));
+    // Each write's intent is durable before the query goes upstream (docs/audit.md "Write intents"); a refusal throws here, before anything is sent.
     if (runs.some((r) => isWriteOperation(r.req.operation))) runs[0]!.req.audit.admit();
+    for (const r of runs) if (isWriteOperation(r.req.operation)) await recordWriteIntent(r.req);
     for (const [i, d] of decisions.entries()) this.#forgetSqlNames(d.req, texts[i]!);
     this.#pending.push({ kind: 'query', runs, index: 0, localError: null });
     this.upstream.write(queryMessage(sql));
@@ -478,7 +481,7 @@ export class WireRelay {
       return;
     }
     const run = this.#run(decision.req, portal);
-    if (isWriteOperation(run.req.operation)) run.req.audit.admit();
+    if (isWriteOperation(run.req.operation)) await recordWriteIntent(run.req);
     this.#forgetSqlNames(decision.req, portal.sql);
     if (!portal.described && this.#needsPlan(run)) {
       // The rows need column names for redaction: ask for the portal's description without relaying it.
@@ -517,7 +520,7 @@ export class WireRelay {
       return this.#answerLocally(decision.error);
     }
     const run = this.#run(decision.req, null);
-    if (isWriteOperation(run.req.operation)) run.req.audit.admit();
+    if (isWriteOperation(run.req.operation)) await recordWriteIntent(run.req);
     this.#pending.push({ kind: 'fcall', run, fn, resultFormat: call.resultFormat });
     this.upstream.write(frame.raw);
   }
