@@ -73,6 +73,8 @@ run_checks() {
   line=$(check_command psql postgresql-client) || MISSING_PACKAGES+=(postgresql-client); REPORT+=("$line")
   line=$(check_command pgbench postgresql-contrib) || MISSING_PACKAGES+=(postgresql-contrib); REPORT+=("$line")
   line=$(check_psycopg2) || MISSING_PACKAGES+=(python3-psycopg2); REPORT+=("$line")
+  # docs/first-run.md runs as a test, with the tools it shows (test/docs/first-run.test.ts).
+  for tool in curl jq openssl; do line=$(check_command "$tool" "$tool") || MISSING_PACKAGES+=("$tool"); REPORT+=("$line"); done
   if needs_chromium; then line=$(check_command chromium chromium) || MISSING_PACKAGES+=(chromium); REPORT+=("$line"); fi
 }
 

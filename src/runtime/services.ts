@@ -116,7 +116,7 @@ export async function buildServices(loaded: LoadedConfig, role: ServiceRole, log
       logger: log.child({ component: 'coordination' }),
     });
     closers.push(() => coord.close());
-    if (coord.kind === 'memory') log.warn('coordination runs in-process (embedded development mode): sessions, limits and caches are not shared');
+    if (coord.kind === 'memory') log.warn('coordination runs in-process (embedded development mode): limits and caches are not shared (admin sessions are kept in the embedded store)');
 
     const readiness = new Readiness();
     const registry = new SourceRegistry(store.db, coord, log.child({ component: 'registry' }));

@@ -55,13 +55,16 @@ describe('scripts/test-setup.sh --check', () => {
       'test-setup: ok psql',
       'test-setup: ok pgbench',
       'test-setup: ok psycopg2 (/usr/bin/python3)',
+      'test-setup: ok curl',
+      'test-setup: ok jq',
+      'test-setup: ok openssl',
       'test-setup: ready',
     ]);
   });
 
   it('reports what is missing and ends with one line saying what to run; it starts and installs nothing', async () => {
     const [pgPort, redisPort] = [await closedPort(), await closedPort()];
-    const PATH = await pathWithout(['psql', 'pgbench', 'pg_isready']);
+    const PATH = await pathWithout(['psql', 'pgbench', 'pg_isready', 'jq']);
     const r = await run(['--check'], { PATH, GATEHOUSE_TEST_PG_PORT: String(pgPort), GATEHOUSE_TEST_REDIS_PORT: String(redisPort) });
     expect(r.code).toBe(1);
     const lines = r.stdout.trim().split('\n');
@@ -69,8 +72,9 @@ describe('scripts/test-setup.sh --check', () => {
     expect(lines).toContain(`test-setup: missing redis 127.0.0.1:${redisPort}: no PONG`);
     expect(lines).toContain('test-setup: missing psql: Debian package postgresql-client');
     expect(lines).toContain('test-setup: missing pgbench: Debian package postgresql-contrib');
+    expect(lines).toContain('test-setup: missing jq: Debian package jq');
     expect(lines.at(-1)).toBe(
-      'test-setup: not ready: run: sudo apt-get install -y postgresql-client postgresql-contrib; then start postgresql redis on 127.0.0.1 (sudo scripts/test-setup.sh starts installed ones)',
+      'test-setup: not ready: run: sudo apt-get install -y postgresql-client postgresql-contrib jq; then start postgresql redis on 127.0.0.1 (sudo scripts/test-setup.sh starts installed ones)',
     );
     // Check mode changed nothing: the ports are still closed.
     for (const port of [pgPort, redisPort]) {
