@@ -4,7 +4,7 @@ import { candidatesFor, type CompiledPolicySet, type Operation } from '../govern
 import { compileColumnGlobs } from '../governance/policy/glob.js';
 import { analyzeCached, type StatementColumns } from '../governance/sql/provenance.js';
 import type { SourceStructure } from '../governance/sql/structure.js';
-import { redactedResultColumns, type ResultField } from '../governance/sql/result-columns.js';
+import { readsRedacted, redactedResultColumns, type ResultField } from '../governance/sql/result-columns.js';
 import type { GovernedRequest, Stage } from './context.js';
 
 /** What the policies that may apply to a (source, operation) ask of column resolution. */
@@ -52,25 +52,42 @@ export function changesStructure(req: GovernedRequest): boolean {
   return req.sql!.statements.some((s) => s.operation === 'ddl' || s.operation === 'admin' || s.traps.includes('select_into'));
 }
 
+/** What one analysis adds to a classification's columns and tables, merged once per (analysis, classification). */
+interface Merged {
+  readonly columnsIn: readonly string[] | undefined;
+  readonly tablesIn: readonly string[] | undefined;
+  readonly columns: readonly string[];
+  readonly tables: readonly string[];
+  readonly unresolved: readonly string[];
+}
+const mergedMemo = new WeakMap<readonly StatementColumns[], Merged>();
+
+function merged(statements: readonly StatementColumns[], columnsIn: readonly string[] | undefined, tablesIn: readonly string[] | undefined): Merged {
+  const hit = mergedMemo.get(statements);
+  if (hit !== undefined && hit.columnsIn === columnsIn && hit.tablesIn === tablesIn) return hit;
+  const m: Merged = {
+    columnsIn,
+    tablesIn,
+    columns: union(columnsIn, statements.flatMap((s) => s.reads)),
+    tables: union(tablesIn, statements.flatMap((s) => s.relations)),
+    unresolved: Object.freeze(statements.flatMap((s) => s.unresolved)),
+  };
+  mergedMemo.set(statements, m);
+  return m;
+}
+
 function apply(req: GovernedRequest, structure: SourceStructure, rules: ColumnRules): void {
   const action = req.action as { sql: string };
   const statements = analyzeCached(action.sql, structure);
   if (statements === null) throw new GatehouseError('forbidden', 'The statement could not be resolved to the columns it reads.');
-  const reads = new Set<string>();
-  const relations = new Set<string>();
-  const unresolved: string[] = [];
-  for (const s of statements) {
-    for (const c of s.reads) reads.add(c);
-    for (const r of s.relations) relations.add(r);
-    unresolved.push(...s.unresolved);
-  }
+  const m = merged(statements, req.columns, req.tables);
   // A column or table rule cannot be checked against what cannot be resolved: deny rather than guess (spec §4 rule 1).
-  if (unresolved.length > 0 && (rules.columns || rules.tables)) {
-    req.audit.addReason(`columns: unresolved ${unresolved.slice(0, 5).join(', ')}`);
-    throw new GatehouseError('forbidden', `Column rules apply to this source, and the statement's ${unresolved[0]} cannot be resolved to the columns it reads.`);
+  if (m.unresolved.length > 0 && (rules.columns || rules.tables)) {
+    req.audit.addReason(`columns: unresolved ${m.unresolved.slice(0, 5).join(', ')}`);
+    throw new GatehouseError('forbidden', `Column rules apply to this source, and the statement's ${m.unresolved[0]} cannot be resolved to the columns it reads.`);
   }
-  req.columns = union(req.columns, reads);
-  req.tables = union(req.tables, relations);
+  req.columns = m.columns;
+  req.tables = m.tables;
   req.columnAnalysis = { structure, statements };
 }
 
@@ -111,6 +128,11 @@ export function deniedColumns(set: CompiledPolicySet, policyId: number | null, c
 
 export type { StatementColumns };
 
+/** EXECUTE and FETCH return rows of a query an earlier statement prepared or declared: what feeds them is not in this text. */
+function opaqueRows(req: GovernedRequest): boolean {
+  return req.sql?.statements.some((s) => s.kind === 'execute' || s.kind === 'fetch') ?? false;
+}
+
 /** Result columns of the request's statement that must be replaced whole (redaction by provenance; both SQL front doors). */
 export function provenanceRedaction(req: GovernedRequest, fields: readonly ResultField[]): boolean[] {
   return redactedResultColumns({
@@ -118,19 +140,51 @@ export function provenanceRedaction(req: GovernedRequest, fields: readonly Resul
     analysis: req.columnAnalysis,
     tables: req.tables ?? [],
     redactColumns: req.policyDecision?.obligations.redact_columns ?? [],
+    opaque: opaqueRows(req),
   });
+}
+
+/**
+ * True when an upstream error of this statement may quote a redacted value: PostgreSQL's messages carry input values
+ * (`invalid input syntax for type integer: "123-45-6789"`), so such a statement's error keeps its SQLSTATE only.
+ */
+export function errorMayQuoteRedacted(req: GovernedRequest): boolean {
+  const redact = req.policyDecision?.obligations.redact_columns ?? [];
+  if (redact.length === 0) return false;
+  if (opaqueRows(req)) return true;
+  return req.columnAnalysis !== undefined && readsRedacted(req.columnAnalysis, redact);
+}
+
+/** An upstream error's fields with everything that may quote data removed: severity and SQLSTATE stay. */
+export function withheldErrorFields(fields: ReadonlyMap<string, string>): Map<string, string> {
+  const out = new Map<string, string>();
+  for (const k of ['S', 'V', 'C']) {
+    const v = fields.get(k);
+    if (v !== undefined) out.set(k, v);
+  }
+  out.set('M', `the statement failed upstream (SQLSTATE ${fields.get('C') ?? 'XX000'}); its message is withheld because the statement reads redacted columns`);
+  return out;
 }
 
 /** Most column names an audit reason lists. */
 const AUDIT_COLUMNS_MAX = 50;
 
+const readsReasons = new WeakMap<readonly StatementColumns[], string | null>();
+
+/** The `columns read: …` reason of an analysis, built once per analysis (the wire asks per execution). */
+function readsReason(statements: readonly StatementColumns[]): string | null {
+  let reason = readsReasons.get(statements);
+  if (reason === undefined) {
+    const list = [...new Set(statements.flatMap((s) => s.reads))];
+    reason = list.length === 0 ? null : `columns read: ${list.slice(0, AUDIT_COLUMNS_MAX).join(', ')}${list.length > AUDIT_COLUMNS_MAX ? ` (+${list.length - AUDIT_COLUMNS_MAX} more)` : ''}`;
+    readsReasons.set(statements, reason);
+  }
+  return reason;
+}
+
 /** Names in the audit entry what the statement really read (resolved columns) and which result columns were redacted by provenance. */
 export function auditColumns(req: GovernedRequest, redactedByProvenance: readonly string[] = []): void {
-  const reads = new Set<string>();
-  for (const s of req.columnAnalysis?.statements ?? []) for (const c of s.reads) reads.add(c);
-  if (reads.size > 0) {
-    const list = [...reads];
-    req.audit.addReason(`columns read: ${list.slice(0, AUDIT_COLUMNS_MAX).join(', ')}${list.length > AUDIT_COLUMNS_MAX ? ` (+${list.length - AUDIT_COLUMNS_MAX} more)` : ''}`);
-  }
+  const reason = req.columnAnalysis === undefined ? null : readsReason(req.columnAnalysis.statements);
+  if (reason !== null) req.audit.addReason(reason);
   if (redactedByProvenance.length > 0) req.audit.addReason(`redacted by provenance: ${redactedByProvenance.slice(0, AUDIT_COLUMNS_MAX).join(', ')}`);
 }

@@ -4,7 +4,7 @@ import { UpstreamSqlError, type PostgresExecutor, type SqlResult } from '../conn
 import { isWriteOperation, type GovernedRequest, type PipelineDeps, type StageOutcome } from './context.js';
 import { decisionStages } from './decide.js';
 import { recordWriteIntent, runStages } from './run.js';
-import { auditColumns, changesStructure, provenanceRedaction } from './columns.js';
+import { auditColumns, changesStructure, errorMayQuoteRedacted, provenanceRedaction, withheldErrorFields } from './columns.js';
 
 export type SqlOutcome = StageOutcome | { readonly kind: 'rows'; readonly result: SqlResult };
 
@@ -60,6 +60,9 @@ export async function runSqlPipeline(req: GovernedRequest, deps: PipelineDeps, e
   } catch (err) {
     if (!(err instanceof UpstreamSqlError)) throw err;
     req.audit.addReason(`upstream: SQLSTATE ${err.sqlstate}`);
+    if (errorMayQuoteRedacted(req)) {
+      throw new GatehouseError('upstream_sql_error', withheldErrorFields(err.fields).get('M'), { details: { sqlstate: err.sqlstate } });
+    }
     // The message is already sanitized (no host, user, database or password of the source).
     throw new GatehouseError('upstream_sql_error', `The statement failed upstream: ${err.message} (SQLSTATE ${err.sqlstate}).`, { details: { sqlstate: err.sqlstate } });
   }

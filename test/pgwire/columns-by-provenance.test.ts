@@ -159,6 +159,37 @@ describe('a redacted column is redacted wherever its value flows', () => {
   });
 });
 
+describe('side channels of a statement that reads a redacted column', () => {
+  const CAST = 'select internal_note::int from customers';
+  test('psql: an upstream error keeps its SQLSTATE but not its message, which would quote the value', async () => {
+    const r = await psql(CAST);
+    expect(r.code).not.toBe(0);
+    expect(r.out).toContain('22P02');
+    expect(r.out).toContain('withheld');
+    expect(leaks(r.out)).toEqual([]);
+  });
+
+  test('mcp: the same error, the same withholding', async () => {
+    const r = await viaMcp(CAST);
+    expect(r.isError).toBe(true);
+    expect(r.out).toContain('22P02');
+    expect(leaks(r.out)).toEqual([]);
+  });
+
+  test('psql: rows fetched from a cursor are redacted: what feeds them was decided by DECLARE, not FETCH', async () => {
+    const r = await psql('begin; declare cur cursor for select id, internal_note as n from customers order by id; fetch all from cur; commit');
+    expect(r.code, r.out).toBe(0);
+    expect(r.out).toContain('[REDACTED:column]');
+    expect(leaks(r.out)).toEqual([]);
+  });
+
+  test('psql: a denied column cannot be declared into a cursor either', async () => {
+    const r = await psql('begin; declare cur cursor for select secret_code as s from customers; fetch all from cur; commit');
+    expect(r.out).toContain('42501');
+    expect(leaks(r.out)).toEqual([]);
+  });
+});
+
 describe('what feeds no protected column stays in clear', () => {
   test('psql and mcp: plain, computed and joined columns of allowed data', async () => {
     const sql = 'select c.id, upper(c.name) as n, o.total from customers c join orders o on o.customer_id = c.id order by c.id';

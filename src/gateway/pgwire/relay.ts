@@ -31,7 +31,7 @@ import {
 } from './protocol.js';
 import { REFUSAL_PARSE, REFUSAL_QUERY, TxStatus } from './transaction.js';
 import { FUNCTION_CALL_RESPONSE, functionCallResponse, functionLookupSql, governedSql, parseFunctionCall, parseFunctionCallResponse, type CalledFunction } from './function-call.js';
-import { auditColumns, changesStructure, provenanceRedaction } from '../../pipeline/columns.js';
+import { auditColumns, changesStructure, errorMayQuoteRedacted, provenanceRedaction, withheldErrorFields } from '../../pipeline/columns.js';
 import type { StatementColumns } from '../../governance/sql/provenance.js';
 import { DecisionMemo, WIRE_EXECUTE_STAGES, WIRE_PARSE_STAGES, decideStatement, endRecorded, type StatementDecision, type WireDecider } from './decide.js';
 
@@ -710,8 +710,15 @@ export class WireRelay {
     }
   }
 
+  /** The upstream error as the client may see it: sanitized, and without its text when it may quote a redacted value. */
+  #clientErrorFields(body: Buffer): Map<string, string> {
+    const fields = this.upstream.sanitizeFields(parseErrorFields(body));
+    const run = this.#currentRun();
+    return run?.req.audit && errorMayQuoteRedacted(run.req) ? withheldErrorFields(fields) : fields;
+  }
+
   #onError(body: Buffer): void {
-    let msg = fieldsMessage(Backend.ErrorResponse, this.upstream.sanitizeFields(parseErrorFields(body)));
+    let msg = fieldsMessage(Backend.ErrorResponse, this.#clientErrorFields(body));
     const sqlstate = parseErrorFields(body).get('C') ?? 'XX000';
     const h = this.#head();
     if (h?.kind === 'abort') return;

@@ -32,6 +32,8 @@ export interface ResultRedactionInput {
   /** Tables the statement names (the classifier's list): with none, no table column can be in the result. */
   readonly tables: readonly string[];
   readonly redactColumns: readonly string[];
+  /** The rows come from a query decided by an earlier statement (EXECUTE, FETCH): nothing here says what feeds them. */
+  readonly opaque?: boolean;
 }
 
 /** PostgreSQL truncates identifiers to NAMEDATALEN - 1 bytes: longer expected names are not compared. */
@@ -67,10 +69,18 @@ function tainted(p: Provenance, redacted: (v: string) => boolean): boolean {
   return false;
 }
 
+/** True when the statement reads a column `redactColumns` matches, anywhere in it (or may: unresolved parts). */
+export function readsRedacted(analysis: ColumnAnalysis, redactColumns: readonly string[]): boolean {
+  if (redactColumns.length === 0) return false;
+  const redacted = matcherFor(redactColumns);
+  return analysis.statements.some((s) => s.unresolved.length > 0 || s.reads.some(redacted));
+}
+
 /** One flag per result column: true when its values must be replaced whole (fail closed where unproven). */
 export function redactedResultColumns(input: ResultRedactionInput): boolean[] {
   const { fields, analysis } = input;
   if (input.redactColumns.length === 0) return fields.map(() => false);
+  if (input.opaque === true) return fields.map(() => true);
   if (analysis === undefined) {
     // Without an analysis, a result over tables is not proven free of anything.
     return fields.map(() => input.tables.length > 0);
@@ -81,7 +91,7 @@ export function redactedResultColumns(input: ResultRedactionInput): boolean[] {
   let fallback: boolean | null = null;
   const everything = (): boolean => {
     if (fallback !== null) return fallback;
-    fallback = analysis.statements.some((s) => s.unresolved.length > 0 || s.reads.some(redacted));
+    fallback = readsRedacted(analysis, input.redactColumns);
     return fallback;
   };
   return fields.map((f, i) => {
