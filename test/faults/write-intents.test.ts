@@ -1,5 +1,6 @@
-// Prevents writes that reached the upstream from having no audit entry when the gateway is SIGKILLed before answering: each write's intent is durable before the upstream sees it, and the next start records it with outcome unknown.
+// Prevents writes that reached the upstream from having no audit entry when the gateway is SIGKILLed before answering: each write's intent is durable before the upstream sees it, and the next start records it with outcome unknown (HTTP proxy and wire listener).
 import { mkdtemp, rm } from 'node:fs/promises';
+import pg from 'pg';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, expect, it } from 'vitest';
@@ -12,12 +13,18 @@ import { startCountingUpstream, type CountingUpstream } from './support.js';
 
 const PASSWORD = 'write-intents-owner-0001';
 let database: TestDatabase;
+/** The wire source: a real PostgreSQL database whose rows count the writes that reached it. */
+let sqlSource: TestDatabase;
 let upstream: CountingUpstream;
 let cwd: string;
 let running: StartedCli | null = null;
 
 beforeAll(async () => {
   database = await createTestDatabase();
+  sqlSource = await createTestDatabase();
+  const c = await sqlSource.connect();
+  await c.query('create table notes (id serial primary key, body text)');
+  await c.end();
   upstream = await startCountingUpstream();
   cwd = await mkdtemp(path.join(tmpdir(), 'gh-intents-'));
 }, 30_000);
@@ -25,6 +32,7 @@ afterAll(async () => {
   await running?.stop('SIGKILL');
   await upstream?.close();
   await database?.drop();
+  await sqlSource?.drop();
   if (cwd) await rm(cwd, { recursive: true, force: true });
 });
 
@@ -38,13 +46,13 @@ const env = () =>
     SERVICE_REDIS__KEY_PREFIX: `ghintents:${path.basename(cwd)}:`,
     SERVICE_ADMIN__BOOTSTRAP_PASSWORD: PASSWORD,
     SERVICE_AUDIT__DURABILITY_MODE: 'strict',
-    SERVICE_GATEWAY__EGRESS__ALLOW_PRIVATE_SOURCES: 'up',
+    SERVICE_GATEWAY__EGRESS__ALLOW_PRIVATE_SOURCES: 'up,sqlsrc',
   });
 
-async function auditRows(where: string): Promise<Array<{ method: string; status: number; error_code: string | null; request_id: string }>> {
+async function auditRows(where: string, channel = 'http', sourceId = 'up'): Promise<Array<{ method: string; status: number; error_code: string | null; request_id: string; operation: string }>> {
   const c = await database.connect();
   try {
-    return (await c.query(`select method, status, error_code, request_id from audit_entries where channel = 'http' and source_id = 'up' and ${where}`)).rows;
+    return (await c.query(`select method, status, error_code, request_id, operation from audit_entries where channel = $1 and source_id = $2 and ${where}`, [channel, sourceId])).rows;
   } finally {
     await c.end();
   }
@@ -92,4 +100,63 @@ it('every write cut by SIGKILL after it reached the upstream has an entry, with 
     [200, null],
     [200, null],
   ]);
+});
+
+it('every SQL write on the wire cut by SIGKILL while at the source database has an entry after the restart', { timeout: 59_000 }, async () => {
+  // One gateway per directory (its spool): the previous test's goes first.
+  await running?.stop('SIGTERM');
+  running = await startCli(['start'], { env: env(), cwd });
+  const admin = `http://${running.listeners['admin.port']}`;
+  const token = await adminToken(admin, 'admin', PASSWORD);
+  const created = await bearer(admin, token, 'POST', '/api/data-sources', {
+    name: 'sqlsrc', source_id: 'sqlsrc', source_type: 'postgres',
+    connection_config: { host: '127.0.0.1', port: 5432, database: sqlSource.name, user: 'postgres', ssl_mode: 'disable' },
+    create_default_roles: true,
+  });
+  expect(created.status, created.text).toBeLessThan(300);
+  const identity = await bearer(admin, token, 'POST', '/api/identities', { name: 'wire-intent-writer', generate_key: true });
+  expect((await bearer(admin, token, 'POST', `/api/identities/${identity.json.id}/grants`, { source_id: 'sqlsrc', role_key: 'writer' })).status).toBeLessThan(300);
+  const [host, port] = running.listeners['gateway.pg_port']!.split(':');
+  const connect = async () => {
+    const c = new pg.Client({ host: host === '0.0.0.0' ? '127.0.0.1' : host, port: Number(port), user: 'wire-intent-writer', password: identity.json.api_key as string, database: 'sqlsrc' });
+    c.on('error', () => undefined);
+    await c.connect();
+    return c;
+  };
+  let clients: pg.Client[] = [];
+  await waitFor(async () => {
+    try {
+      clients.push(await connect());
+      return true;
+    } catch {
+      return false;
+    }
+  }, 10_000, 'wire source registered', 200);
+  clients = [...clients, await connect(), await connect()];
+
+  // A lock held directly on the source keeps the three inserts waiting there, already sent by the gateway.
+  const locker = await sqlSource.connect();
+  await locker.query('begin');
+  await locker.query('lock table notes in exclusive mode');
+  for (const [i, c] of clients.entries()) c.query('insert into notes (body) values ($1)', [`cut-${i}`]).catch(() => undefined);
+  // Watched from outside the locking transaction: activity statistics are a snapshot per transaction.
+  const watcher = await sqlSource.connect();
+  await waitFor(async () => {
+    const r = await watcher.query("select count(*)::int as n from pg_stat_activity where datname = current_database() and query like 'insert into notes%' and wait_event_type = 'Lock'");
+    return (r.rows[0] as { n: number }).n === 3;
+  }, 15_000, 'three inserts waiting at the source', 50);
+  await watcher.end();
+  await running.stop('SIGKILL');
+  running = null;
+  // The source finishes them: each write really happened.
+  await locker.query('commit');
+  await waitFor(async () => (await locker.query('select count(*)::int as n from notes')).rows[0].n === 3, 10_000, 'writes committed at the source', 50);
+  await locker.end();
+  expect(await auditRows(`operation = 'write'`, 'pgwire', 'sqlsrc')).toEqual([]);
+
+  running = await startCli(['start'], { env: env(), cwd });
+  await waitFor(async () => (await auditRows(`operation = 'write'`, 'pgwire', 'sqlsrc')).length >= 3, 20_000, 'interrupted SQL writes recorded', 200);
+  const rows = await auditRows(`operation = 'write'`, 'pgwire', 'sqlsrc');
+  expect(rows).toHaveLength(3);
+  expect(rows.every((r) => r.error_code === 'outcome_unknown')).toBe(true);
 });
