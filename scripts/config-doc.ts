@@ -124,7 +124,7 @@ const MEANING: Record<string, string> = {
   'audit.flush_interval_ms': 'Longest wait before a partial batch is written.',
   'audit.retry.initial_backoff_ms': 'First retry delay after a failed audit write; at most `max_backoff_ms`.',
   'audit.retry.max_backoff_ms': 'Longest retry delay.',
-  'audit.spool.dir': 'Directory of the durable spool used while the database is unavailable.',
+  'audit.spool.dir': 'Directory of the durable spool used while the database is unavailable. One process per directory: a process whose spool is locked by another live process refuses to start, naming this setting. Two services started from one directory need their own (`SERVICE_AUDIT__SPOOL__DIR`); the replicas of `gateway.processes` each spool under `<dir>/gateway-replica-<n>`.',
   'audit.spool.max_bytes': 'Most bytes the spool may hold.',
   'audit.spool.segment_bytes': 'Size of one spool segment file; at most `spool.max_bytes`.',
   'audit.partitions.months_ahead': 'Monthly audit partitions created in advance.',
