@@ -11,6 +11,7 @@ import type { Logger } from '../observability/logger.js';
 import { postgresConfigSchema, sanitizePgError, type PostgresConfig } from './postgres.js';
 import { resolveCredential } from './credentials.js';
 import { connectPostgres } from './postgres-connect.js';
+import { typedRowRedactor } from '../governance/pii/by-type.js';
 import { isUtf8EncodingName } from '../governance/sql/functions.js';
 import { DEFAULT_SCHEMA } from '../governance/sql/types.js';
 import {
@@ -427,13 +428,19 @@ export class PostgresExecutor {
             conn.setHandler(null);
             reject(new GatehouseError('upstream_failed', 'The upstream connection closed.'));
             return;
-          case Backend.RowDescription:
-            result.columns = parseRowDescription(body).names;
+          case Backend.RowDescription: {
+            const desc = parseRowDescription(body);
+            result.columns = desc.names;
             if (args.redaction) {
+              const { mode, redactColumns } = args.redaction;
               const forceColumns = args.redaction.forceColumns?.(parseRowOrigins(body));
-              redactRow = this.pii.rowRedactor(result.columns, { mode: args.redaction.mode, redactColumns: args.redaction.redactColumns, ...(forceColumns ? { forceColumns } : {}) });
+              // The same typed forms as the wire (governance/pii/by-type.ts): an inet or a number is NULL, JSON stays JSON.
+              redactRow = typedRowRedactor(desc.typeOids, this.pii.rowRedactor(result.columns, { mode, redactColumns, ...(forceColumns ? { forceColumns } : {}) }), (doc) =>
+                this.pii.scanJson(doc, { mode, redactColumns }),
+              );
             }
             return;
+          }
           case Backend.DataRow: {
             if (result.rows.length >= args.maxRows) return;
             let values = parseDataRow(body).map((v) => (v === null ? null : v.toString('utf8')));

@@ -6,6 +6,7 @@ import type { GovernedRequest } from '../../pipeline/context.js';
 import { isWriteOperation } from '../../pipeline/context.js';
 import { recordWriteIntent } from '../../pipeline/run.js';
 import { guardedParse } from '../../governance/sql/parser.js';
+import { typedRowRedactor, type JsonRedactor } from '../../governance/pii/by-type.js';
 import type { SqlClassifier } from '../../governance/sql/index.js';
 import type { UpstreamConnection } from '../../connectors/postgres-exec.js';
 import {
@@ -565,17 +566,22 @@ export class WireRelay {
     if (value !== null && this.#needsPlan(run) && (h.resultFormat === 0 || TEXT_LIKE_OIDS.has(h.fn.returnType))) {
       const o = run.req.policyDecision!.obligations;
       const text = value.toString('utf8');
-      const r = this.deps.pii.rowRedactor([h.fn.name], { mode: o.pii_mode ?? this.deps.defaultPiiMode, redactColumns: o.redact_columns })([text]);
+      const mode = o.pii_mode ?? this.deps.defaultPiiMode;
+      const redact = typedRowRedactor([h.fn.returnType], this.deps.pii.rowRedactor([h.fn.name], { mode, redactColumns: o.redact_columns }), this.#jsonRedactor(mode, o.redact_columns));
+      const r = redact([text]);
       if (r.redactions > 0) {
         run.redactions += r.redactions;
-        const v = r.values[0];
-        value = v === null || v === undefined ? null : Buffer.from(v, 'utf8');
+        value = utf8OrNull(r.values[0]);
       }
     }
     const out = functionCallResponse(value);
     run.bytesOut += out.length;
     this.#end(run, { status: 200, decision: 'allow', error_code: null });
     this.#send(out);
+  }
+
+  #jsonRedactor(mode: PiiMode, redactColumns: readonly string[]): JsonRedactor {
+    return (document) => this.deps.pii.scanJson(document, { mode, redactColumns });
   }
 
   #needsPlan(run: StatementRun): boolean {
@@ -622,7 +628,8 @@ export class WireRelay {
     const desc = parseRowDescription(body);
     // Redaction by provenance: what feeds each column decides, not its name (pipeline/columns.ts).
     const forceColumns = provenanceRedaction(run.req, parseRowOrigins(body));
-    const redact = this.deps.pii.rowRedactor(desc.names, { mode, redactColumns, forceColumns });
+    // Each redacted value is written as its column's type allows (governance/pii/by-type.ts).
+    const redact = typedRowRedactor(desc.typeOids, this.deps.pii.rowRedactor(desc.names, { mode, redactColumns, forceColumns }), this.#jsonRedactor(mode, redactColumns));
     const byName = this.deps.pii.rowRedactor(desc.names, { mode: 'off', redactColumns });
     // A probe row without personal data shows which columns are replaced whatever their value.
     const probe = desc.names.map(() => '\u0001');
@@ -847,7 +854,7 @@ export class WireRelay {
       const r = plan.redact(texts);
       if (r.redactions > 0) {
         run.redactions += r.redactions;
-        out = dataRow(values.map((v, i) => (plan.textColumns[i] && r.values[i] !== texts[i] ? Buffer.from(r.values[i] ?? '', 'utf8') : v)));
+        out = dataRow(values.map((v, i) => (plan.textColumns[i] && r.values[i] !== texts[i] ? utf8OrNull(r.values[i]) : v)));
       }
     }
     run.bytesOut += out.length;
@@ -899,6 +906,10 @@ export class WireRelay {
     }
     if (!cut) this.#send(raw);
   }
+}
+
+function utf8OrNull(value: string | null | undefined): Buffer | null {
+  return value === null || value === undefined ? null : Buffer.from(value, 'utf8');
 }
 
 function sameColumns(a: readonly string[], b: readonly string[]): boolean {
