@@ -295,6 +295,13 @@ export function sourceRoleDecision(ctx: SourceRoleContext, request: SourceRoleRe
   if (!(OPERATIONS as readonly string[]).includes(request.operation)) {
     return denied(`unknown SQL operation "${String(request.operation)}"`, skipped);
   }
+  // Calls first: when a refused call is why, the reason names it (an escalating call would otherwise hide behind
+  // "no role allows admin statements").
+  for (const call of request.calls ?? []) {
+    if (!ruleNamesCall(active, request.operation, call)) {
+      return { ...denied(`call of ${call} is not allowed: not a trusted built-in, and no granted role names it for ${request.operation} statements`, skipped), refusedCall: call };
+    }
+  }
   const tables: (string | null)[] = request.tables.length === 0 ? [null] : [...new Set(request.tables)];
   const matches: RuleMatch[] = [];
   for (const t of tables) {
@@ -304,11 +311,6 @@ export function sourceRoleDecision(ctx: SourceRoleContext, request: SourceRoleRe
       return denied(`no granted role allows ${what}`, skipped);
     }
     matches.push(hit);
-  }
-  for (const call of request.calls ?? []) {
-    if (!ruleNamesCall(active, request.operation, call)) {
-      return { ...denied(`call of ${call} is not allowed: not a trusted built-in, and no granted role names it for ${request.operation} statements`, skipped), refusedCall: call };
-    }
   }
   const first = matches[0] as RuleMatch;
   let approval: ApprovalMode = first.approval;
