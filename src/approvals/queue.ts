@@ -62,6 +62,33 @@ function previewOf(req: GovernedRequest, pii: PiiScanner): string | null {
   return redacted.length > PREVIEW_CHARS ? `${redacted.slice(0, PREVIEW_CHARS)}…` : redacted;
 }
 
+/**
+ * What the approver learns about a SQL write's effect (request_metadata.write_effect): the planner's estimate per
+ * table and, when it could be made safely, the exact count of a rolled-back run. Counts and table names only.
+ */
+function writeEffectOf(req: GovernedRequest): Record<string, unknown> | null {
+  const e = req.writeEffect?.estimate;
+  if (e === undefined) return null;
+  const p = req.writePreview;
+  return {
+    estimated_rows: e.ok ? Math.round(e.rows) : null,
+    estimate_error: e.ok ? null : e.reason,
+    tables: e.ok ? e.tables.map((t) => ({ table: t.table, operation: t.operation, estimated_rows: Math.round(t.rows), table_rows: t.tableRows === null ? null : Math.round(t.tableRows) })) : [],
+    exact_rows: p?.ok ? p.rows : null,
+    exact_tables: p?.ok ? p.tables.map((t) => ({ table: t.table, operation: t.operation, rows: t.rows })) : [],
+    exact_error: p === undefined || p.ok ? null : p.reason,
+    thresholds: req.writeEffect!.estimate.ok ? req.writeEffect!.thresholds : null,
+  };
+}
+
+/** The effect in one line for notifications: "about 5000 rows estimated; exactly 4998 rows (rolled-back run)". */
+function effectLine(effect: Record<string, unknown> | null): string | null {
+  if (effect === null) return null;
+  const estimated = effect.estimated_rows === null ? `not estimated (${String(effect.estimate_error)})` : `about ${String(effect.estimated_rows)} rows estimated`;
+  const exact = effect.exact_rows === null ? `no exact count (${String(effect.exact_error ?? 'not run')})` : `exactly ${String(effect.exact_rows)} rows in a rolled-back run`;
+  return `${estimated}; ${exact}`;
+}
+
 export class ApprovalIntake implements ApprovalQueue {
   constructor(private readonly opts: ApprovalIntakeOptions) {}
 
@@ -77,6 +104,7 @@ export class ApprovalIntake implements ApprovalQueue {
       policy_ids: req.policyDecision?.matched_policies.map((p) => p.id) ?? [],
       role_key: req.roleDecision?.role_key ?? null,
       preview: previewOf(req, this.opts.pii),
+      write_effect: writeEffectOf(req),
     };
     const summary = summaryOf(req);
     const row = await this.opts.db
@@ -93,7 +121,7 @@ export class ApprovalIntake implements ApprovalQueue {
       .returning(['id', 'expires_at'])
       .executeTakeFirstOrThrow();
     try {
-      this.opts.onQueued?.({ event: 'pending', approval_id: row.id, source_id: req.source.source_id, identity_id: req.identity.id, identity_name: req.identity.name, risk_level: req.risk.level, summary });
+      this.opts.onQueued?.({ event: 'pending', approval_id: row.id, source_id: req.source.source_id, identity_id: req.identity.id, identity_name: req.identity.name, risk_level: req.risk.level, summary, effect: effectLine(metadata.write_effect) });
     } catch {
       // Notifications are best effort (spec §6.1): never a reason to fail the request.
     }

@@ -194,6 +194,8 @@ export interface UpstreamPoolDeps {
   checkTarget(sourceId: string, hostname: string): Promise<{ address: string }>;
   maxMessageBytes: number;
   connectTimeoutMs: number;
+  /** Connections per source at most, below the source's pool_max (a pool kept beside the sessions', e.g. for measuring writes). */
+  maxPerSource?: number;
 }
 
 interface Waiter {
@@ -251,7 +253,7 @@ export class UpstreamPools {
       if (!c.broken) return c;
       pool.size--;
     }
-    if (pool.size < pool.config.pool_max) {
+    if (pool.size < Math.min(pool.config.pool_max, this.deps.maxPerSource ?? Infinity)) {
       pool.size++;
       try {
         return await this.#connect(source.source_id, pool.config);
@@ -412,6 +414,20 @@ export class PostgresExecutor {
     try {
       if (args.identity.mapped_pg_role) await conn.simple(`SET ROLE ${quoteIdent(args.identity.mapped_pg_role)}`);
       return await this.#run(conn, args);
+    } finally {
+      await this.pools.release(conn);
+    }
+  }
+
+  /**
+   * Several statements on one connection of the source, under the identity's role, for the gateway's own use (measuring
+   * a write's effect): results are not redacted and never reach an agent. The session is reset on release.
+   */
+  async withSession<T>(source: RegisteredSource, identity: Pick<AgentIdentity, 'mapped_pg_role'>, fn: (run: (sql: string, params?: readonly unknown[]) => Promise<SqlResult>) => Promise<T>): Promise<T> {
+    const conn = await this.pools.acquire(source);
+    try {
+      if (identity.mapped_pg_role) await conn.simple(`SET ROLE ${quoteIdent(identity.mapped_pg_role)}`);
+      return await fn((sql, params = []) => this.#run(conn, { source, identity, sql, params, maxRows: 10_000 }));
     } finally {
       await this.pools.release(conn);
     }

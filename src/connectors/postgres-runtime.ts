@@ -1,26 +1,36 @@
 // The process's PostgreSQL upstream runtime: one set of per-source pools and one buffered executor per composition root, shared by the wire listener, the MCP query tool and approved statements.
 import { perServices, type Services } from '../runtime/services.js';
 import { buildGovernanceRuntime } from '../runtime/governance.js';
-import { PostgresExecutor, UpstreamPools } from './postgres-exec.js';
+import { PostgresExecutor, UpstreamPools, type UpstreamPoolDeps } from './postgres-exec.js';
+import { PostgresWriteEffects } from './postgres-effects.js';
 
 export interface PostgresRuntime {
   readonly pools: UpstreamPools;
   readonly executor: PostgresExecutor;
+  /** Measures writes before they run, on a pool of its own (at most MEASURE_CONNECTIONS per source). */
+  readonly writeEffects: PostgresWriteEffects;
 }
+
+/** Connections per source for measuring writes: wire sessions holding all of pool_max must not starve it. */
+const MEASURE_CONNECTIONS = 2;
 
 async function createPostgresRuntime(services: Services): Promise<PostgresRuntime> {
   const governance = await buildGovernanceRuntime(services);
   const { config } = services;
-  const pools = new UpstreamPools({
+  const poolDeps: UpstreamPoolDeps = {
     log: services.log.child({ component: 'pgwire-upstream' }),
     resolveSecretRef: (ref) => services.resolveSecretRef(ref),
     // Egress rules apply to SQL sources as to HTTP ones: a loopback or private upstream needs gateway.egress.allow_private_sources.
     checkTarget: (sourceId, host) => governance.egress.checkTarget(sourceId, host),
     maxMessageBytes: config.gateway.limits.pg_message_bytes,
     connectTimeoutMs: config.gateway.timeouts.upstream_connect_ms,
-  });
+  };
+  const pools = new UpstreamPools(poolDeps);
+  const measurePools = new UpstreamPools({ ...poolDeps, maxPerSource: MEASURE_CONNECTIONS });
   services.onClose(() => pools.close());
-  return { pools, executor: new PostgresExecutor(pools, governance.pii) };
+  services.onClose(() => measurePools.close());
+  const writeEffects = new PostgresWriteEffects(new PostgresExecutor(measurePools, governance.pii), services.log.child({ component: 'write-effects' }));
+  return { pools, executor: new PostgresExecutor(pools, governance.pii), writeEffects };
 }
 
 /** Built once per services: two front doors with their own pools would each hold up to `pool_max` connections to the same source. */

@@ -29,6 +29,23 @@ export const postgresConfigSchema = z
     connect_timeout_ms: z.number().int().min(100).max(60_000).default(5_000),
     statement_timeout_ms: z.number().int().min(100).max(3_600_000).default(30_000),
     pool_max: z.number().int().min(1).max(100).default(5),
+    /** Risk by effect (docs/approvals.md): a write measured above these thresholds is high risk and waits for approval under `by_risk`. */
+    write_risk: z
+      .strictObject({
+        max_rows: z.number().int().min(0).max(1_000_000_000_000).default(1_000),
+        max_table_share: z.number().min(0).max(1).default(0.5),
+        /** The share rule applies to writes of more than this many rows of a table. */
+        share_min_rows: z.number().int().min(0).max(1_000_000_000_000).default(10),
+        /** Bound of the planner's estimate (EXPLAIN) before a write runs; past it the write is unmeasured and queues. */
+        estimate_timeout_ms: z.number().int().min(100).max(60_000).default(2_000),
+        /** Whether a queued write gets its exact count from a rolled-back run for the approver. */
+        preview_exact_count: z.boolean().default(true),
+        /** Above this estimate the exact count is not run: a rolled-back run still does all the work and leaves dead row versions. */
+        preview_max_rows: z.number().int().min(0).max(1_000_000_000_000).default(100_000),
+        /** Bound of that run (statement_timeout inside the rolled-back transaction). */
+        preview_timeout_ms: z.number().int().min(100).max(60_000).default(2_000),
+      })
+      .prefault({}),
   })
   .refine((c) => !(c.password !== undefined && c.password_ref !== undefined), { message: 'give password or password_ref, not both', path: ['password_ref'] });
 

@@ -14,6 +14,8 @@ export interface ApprovalNotice {
   risk_level: string;
   /** The approval's summary (normalized SQL or "METHOD /path"); scanned again before it is sent. */
   summary: string;
+  /** For a measured SQL write: the rows it writes, estimated and counted (counts and table names only, never values). */
+  effect?: string | null;
   /** For `failed`: the error code recorded as the result (never a message that could quote upstream data). */
   error_code?: string | null;
 }
@@ -58,6 +60,7 @@ export function approvalMessage(notice: ApprovalNotice, opts: { pii: PiiScanner;
     `Source: ${scrub(notice.source_id, NAME_CHARS)} · Identity: ${who} · Risk: ${scrub(notice.risk_level, 32)}`,
     `Request: ${scrub(notice.summary, SUMMARY_CHARS)}`,
   ];
+  if (notice.effect) lines.push(`Effect: ${scrub(notice.effect, SUMMARY_CHARS)}`);
   if (notice.event === 'failed' && notice.error_code) lines.push(`Error: ${scrub(notice.error_code, 64)}`);
   const link = approvalLink(opts.adminBaseUrl, notice.approval_id);
   if (link !== null) lines.push(`<${link}|Open approval #${notice.approval_id}>`);

@@ -9,7 +9,7 @@ import type { StructureProvider } from '../governance/sql/structure.js';
 import type { ColumnAnalysis } from '../governance/sql/result-columns.js';
 import type { PiiScanner } from '../governance/pii/index.js';
 import type { CallTrust } from '../governance/sql/source-calls.js';
-import type { RiskAssessment } from '../governance/risk.js';
+import type { RiskAssessment, TableEffect, WriteEstimate, WriteRiskThresholds } from '../governance/risk.js';
 import type { CheckedProxyPath } from '../governance/http-path.js';
 import type { RateLimiter } from '../ratelimit/limiter.js';
 import type { Logger } from '../observability/logger.js';
@@ -84,8 +84,37 @@ export interface GovernedRequest {
   columnAnalysis?: ColumnAnalysis;
   roleDecision?: SourceRoleDecision;
   policyDecision?: Decision;
+  /** The measured effect of a row-writing statement and the source's thresholds (write_estimate stage). */
+  writeEffect?: MeasuredWriteEffect;
   risk?: RiskAssessment;
+  /** For a queued write: the exact row count of a rolled-back run, shown to the approver. */
+  writePreview?: WritePreview;
   approval?: ApprovalTicket;
+}
+
+export interface MeasuredWriteEffect {
+  readonly estimate: WriteEstimate;
+  readonly thresholds: WriteRiskThresholds;
+}
+
+/** The exact effect a queued write would have had now, or why it was not counted. */
+export type WritePreview = { readonly ok: true; readonly rows: number; readonly tables: readonly TableEffect[] } | { readonly ok: false; readonly reason: string };
+
+/** What a statement's effect is measured with: the identity's upstream scope, the statement and its bound parameters. */
+export interface WriteEffectRequest {
+  readonly source: RegisteredSource;
+  readonly identity: Pick<AgentIdentity, 'mapped_pg_role'>;
+  readonly sql: string;
+  readonly params: readonly unknown[];
+}
+
+/**
+ * Measures a write on its source before it runs (connectors/postgres-effects.ts): the planner's estimate, and for a
+ * write the approver must see, the exact count of a rolled-back run. Never throws: a failure is `ok: false`.
+ */
+export interface WriteEffectPort {
+  estimate(r: WriteEffectRequest): Promise<MeasuredWriteEffect>;
+  preview(r: WriteEffectRequest, estimate: WriteEstimate): Promise<WritePreview>;
 }
 
 /** Stores a pending approval and its original request (the approvals module implements it). */
@@ -114,6 +143,8 @@ export interface PipelineDeps {
   callTrust?(source: RegisteredSource): Promise<CallTrust>;
   /** Called after a statement that may change the source's functions, operators or types was allowed. */
   callCatalogChanged?(sourceId: string): void;
+  /** Measures SQL writes before they run; absent, every row-writing statement is unmeasured and queues (fail closed). */
+  readonly writeEffects?: WriteEffectPort;
 }
 
 /** How a stage ends a request early, short of an error (errors are thrown as GatehouseError). */

@@ -2,7 +2,7 @@
 import { GatehouseError } from '../errors/registry.js';
 import { sourceRoleDecision, type SourceRoleRequest } from '../governance/source-roles.js';
 import { evaluate, type Decision, type Operation } from '../governance/policy/index.js';
-import { approvalVerdict, assessRisk } from '../governance/risk.js';
+import { approvalVerdict, assessRisk, needsWriteEstimate } from '../governance/risk.js';
 import { checkProxyPath, placeUnderBase } from '../governance/http-path.js';
 import type { GovernedRequest, PipelineDeps, Stage } from './context.js';
 import { isWriteOperation } from './context.js';
@@ -184,7 +184,43 @@ async function consumeRateLimits(req: GovernedRequest, deps: PipelineDeps, limit
   throw new GatehouseError('rate_limited', undefined, { retryAfterSeconds: result.retryAfterSeconds });
 }
 
-/** Step 5: classify write risk and queue for a human when role, policy or risk says so. */
+/** Whether the approval stage could queue this write: no role rule or policy that waives approval outright. */
+function mayQueue(req: GovernedRequest): boolean {
+  return req.policyDecision!.effect === 'require_approval' || req.roleDecision!.approval !== 'never';
+}
+
+/** A measurement that could not be made, as the risk rule reads it: high risk (fail closed). */
+const unmeasured = (reason: string) => ({ estimate: { ok: false as const, reason }, thresholds: { max_rows: 0, max_table_share: 0, share_min_rows: 0 } });
+
+/**
+ * Step 5a (SQL): a row-writing statement's effect is measured on its source before anything decides on it — the
+ * planner's estimate for this statement with its bound parameters, against the source's thresholds (risk by effect,
+ * not by syntax: docs/approvals.md "Risk by effect"). I/O through the WriteEffectPort; nothing is cached, so a table
+ * that grew is measured as it is now. Reads, and writes no rule could queue, are not measured.
+ */
+export const estimateWriteEffect: Stage = {
+  name: 'write_estimate',
+  run(req, deps) {
+    if (req.action.kind !== 'sql' || !mayQueue(req)) return;
+    const sql = req.sql!;
+    if (!needsWriteEstimate({ operation: sql.operation, statementKinds: sql.statements.map((s) => s.kind), traps: sql.traps, multiStatement: sql.multiStatement })) return;
+    const port = deps.writeEffects;
+    if (!port) {
+      req.writeEffect = unmeasured('no estimator for this source');
+      return;
+    }
+    const action = req.action;
+    return port
+      .estimate({ source: req.source!, identity: req.identity!, sql: action.sql, params: action.params })
+      .catch(() => unmeasured('the estimator failed'))
+      .then((measured) => {
+        req.writeEffect = measured;
+        if (measured.estimate.ok) req.audit.addReason(`write estimate: about ${Math.round(measured.estimate.rows)} rows`);
+      });
+  },
+};
+
+/** Step 5b: classify write risk and queue for a human when role, policy or risk says so. */
 export const queueRiskyWrites: Stage = {
   name: 'approval',
   run(req, deps) {
@@ -197,6 +233,7 @@ export const queueRiskyWrites: Stage = {
             statementKinds: req.sql!.statements.map((s) => s.kind),
             unboundedWrite: req.sql!.traps.includes('unbounded_write'),
             multiStatement: req.sql!.multiStatement,
+            ...(req.writeEffect ? { effect: req.writeEffect } : {}),
           });
     req.risk = risk;
     const verdict = approvalVerdict({
@@ -213,14 +250,28 @@ export const queueRiskyWrites: Stage = {
     req.audit.addReason(`approval: ${verdict.reason}`);
     // The stored request is an audit-worthy event: in strict mode it is refused unless its entry can be recorded.
     req.audit.admit();
-    return deps.approvals.enqueue(req as Parameters<PipelineDeps['approvals']['enqueue']>[0]).then((ticket) => {
-      req.approval = ticket;
-      return { kind: 'queued' as const, approval: ticket };
-    });
+    return previewFor(req, deps).then(() =>
+      deps.approvals.enqueue(req as Parameters<PipelineDeps['approvals']['enqueue']>[0]).then((ticket) => {
+        req.approval = ticket;
+        return { kind: 'queued' as const, approval: ticket };
+      }),
+    );
   },
 };
 
-/** Spec §4 steps 1–5 in order; every front door runs exactly this list before anything executes. */
+/** The approver sees what the write would do now: the exact count of a rolled-back run, when it can be made safely. */
+async function previewFor(req: GovernedRequest, deps: PipelineDeps): Promise<void> {
+  const estimate = req.writeEffect?.estimate;
+  if (req.action.kind !== 'sql' || estimate === undefined) return;
+  if (!estimate.ok || !deps.writeEffects) {
+    req.writePreview = { ok: false, reason: 'the write effect could not be estimated' };
+    return;
+  }
+  const r = { source: req.source!, identity: req.identity!, sql: req.action.sql, params: req.action.params };
+  req.writePreview = await deps.writeEffects.preview(r, estimate).catch(() => ({ ok: false as const, reason: 'the preview failed' }));
+}
+
+/** Spec §4 steps 1–5 in order (step 5 measures a write, then decides on it); every front door runs exactly this list before anything executes. */
 export const decisionStages: readonly Stage[] = [
   validateInput,
   refuseSessionEscapes,
@@ -230,6 +281,7 @@ export const decisionStages: readonly Stage[] = [
   resolveColumns,
   applyPolicy,
   enforceRateLimit,
+  estimateWriteEffect,
   queueRiskyWrites,
 ];
 

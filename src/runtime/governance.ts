@@ -17,6 +17,7 @@ import { SourceCallCatalog } from '../connectors/postgres-calls.js';
 import type { HttpPipelineDeps } from '../pipeline/http.js';
 import { perServices, type Services } from './services.js';
 import { loadPostgresStructure, SourceStructures } from '../connectors/postgres-structure.js';
+import type { WriteEffectPort } from '../pipeline/context.js';
 
 export interface GovernanceRuntime {
   readonly pii: PiiScanner;
@@ -46,6 +47,20 @@ function cachedRoleContexts(services: Services): (identity: AgentIdentity, sourc
     // Only cache what was read at the version the request carries; a newer read says the identity's key session is behind.
     if (!loaded || loaded.grant_version === identity.grant_version) cache.set(key, ctx);
     return ctx;
+  };
+}
+
+/** The process's PostgreSQL runtime; imported when first used, as it is built on this runtime (a static import would be a cycle). */
+async function postgresRuntime(services: Services) {
+  const { postgresRuntimeFor } = await import('../connectors/postgres-runtime.js');
+  return postgresRuntimeFor(services);
+}
+
+/** The PostgreSQL runtime's write measurement, reached on first use (it builds on this runtime: egress, PII scanner). */
+function writeEffectsOf(services: Services): WriteEffectPort {
+  return {
+    estimate: async (r) => (await postgresRuntime(services)).writeEffects.estimate(r),
+    preview: async (r, estimate) => (await postgresRuntime(services)).writeEffects.preview(r, estimate),
   };
 }
 
@@ -132,6 +147,7 @@ async function createGovernanceRuntime(services: Services): Promise<GovernanceRu
     // Read through the process's shared upstream pools, built after this runtime (they need its egress check).
     callTrust: (source) => callCatalog().trustFor(source),
     callCatalogChanged: (sourceId) => calls?.invalidate(sourceId),
+    writeEffects: writeEffectsOf(services),
   };
   let calls: SourceCallCatalog | null = null;
   const callCatalog = (): SourceCallCatalog =>

@@ -173,6 +173,12 @@ describe('approvalMessage', () => {
     expect(text).toContain('&amp; more');
     expect(text).not.toContain('dashboard/approvals');
   });
+
+  it('carries the measured effect of a SQL write on a line of its own', () => {
+    const text = approvalMessage(notice({ effect: 'about 5000 rows estimated; exactly 4998 rows in a rolled-back run' }), { pii, adminBaseUrl: null });
+    expect(text.split('\n')).toContain('Effect: about 5000 rows estimated; exactly 4998 rows in a rolled-back run');
+    expect(approvalMessage(notice(), { pii, adminBaseUrl: null })).not.toContain('Effect:');
+  });
 });
 
 describe('buildNotifier from configuration', () => {

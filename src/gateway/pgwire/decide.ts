@@ -51,7 +51,7 @@ export function errorFieldsOf(err: unknown): ErrorFields {
 type RoleContext = Awaited<ReturnType<PipelineDeps['roleContext']>>;
 
 /** The stage names the memo knows every input of; any other list (a stage added or moved) is always run in full. */
-const MEMO_STAGE_NAMES = 'validate_input,session_escape,authenticate,resolve_source,source_role,columns,policy,rate_limit,approval';
+const MEMO_STAGE_NAMES = 'validate_input,session_escape,authenticate,resolve_source,source_role,columns,policy,rate_limit,write_estimate,approval';
 const MEMO_ENABLED = decisionStages.map((s) => s.name).join(',') === MEMO_STAGE_NAMES;
 const MAX_MEMO_ENTRIES = 64;
 /** What the front door sets on a request before the stages run; everything else on it is what the stages decided. */
@@ -77,7 +77,7 @@ interface Remembered {
  * from changed: the same statement text, identity state (the refresher's object, replaced by a revocation or after at
  * most a second, as for every statement), registry source record, role context (the grant-version cache's answer, asked
  * again each time), compiled policy set, and no grant expiring in between. Only an allow that consumed nothing is
- * reused: a policy with a rate limit or a statement needing approval runs every stage every time. Sessions decide one
+ * reused: a policy with a rate limit, a statement needing approval or a write measured by its effect runs every stage every time. Sessions decide one
  * statement at a time, so the role context the stages used is the last one asked for.
  */
 export class DecisionMemo {
@@ -135,6 +135,8 @@ export class DecisionMemo {
     const source = req.source;
     const policy = req.policyDecision;
     if (!roleContext || !source || !policy || policy.obligations.rate_limits.length > 0) return;
+    // A write allowed on its measured effect is measured again every time: the table may have grown, the parameters differ.
+    if (req.writeEffect !== undefined) return;
     // Reasons are only added on the way to a refusal today; one on an allow would be lost by reuse.
     if (req.audit.snapshot().reasons.length > 0) return;
     let policies: CompiledPolicySet;

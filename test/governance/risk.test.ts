@@ -1,0 +1,70 @@
+// The pure risk rule: a measured write above the source's thresholds (rows, share of a table) is high risk whatever its syntax, an unmeasured one is too (fail closed), and which statements are measured at all.
+import { describe, expect, it } from 'vitest';
+import fc from 'fast-check';
+import { approvalVerdict, assessRisk, effectRisks, needsWriteEstimate, type WriteEstimate } from '../../src/governance/risk.js';
+
+const T = { max_rows: 1000, max_table_share: 0.5, share_min_rows: 10 };
+const update = (rows: number, tableRows: number): WriteEstimate => ({ ok: true, rows, tables: [{ table: 'public.t', operation: 'update', rows, tableRows }] });
+const sqlWrite = (effect?: { estimate: WriteEstimate; thresholds: typeof T }) =>
+  assessRisk({ kind: 'sql', operation: 'write', statementKinds: ['update'], unboundedWrite: false, multiStatement: false, ...(effect ? { effect } : {}) });
+
+describe('effectRisks', () => {
+  it('is high above max_rows, or above max_table_share of a table, and quiet within both', () => {
+    expect(effectRisks(update(5, 10_000), T)).toEqual([]);
+    expect(effectRisks(update(1001, 1_000_000), T)).toEqual(['writes about 1001 rows (more than max_rows 1000)']);
+    expect(effectRisks(update(60, 100), T)).toEqual(['update of about 60% of public.t (more than max_table_share 0.5)']);
+  });
+
+  it('leaves small writes to the row rule: one row of a one-row table, ten of a ten-row table', () => {
+    expect(effectRisks(update(1, 1), T)).toEqual([]);
+    expect(effectRisks(update(10, 10), T)).toEqual([]);
+    expect(effectRisks(update(11, 11), T)).toHaveLength(1);
+  });
+
+  it('does not measure inserts against the table (they add rows), but counts their rows', () => {
+    const insert: WriteEstimate = { ok: true, rows: 3, tables: [{ table: 'public.t', operation: 'insert', rows: 3, tableRows: null }] };
+    expect(effectRisks(insert, T)).toEqual([]);
+    expect(effectRisks({ ...insert, rows: 2000 }, T)).toHaveLength(1);
+  });
+
+  it('adds up several writes to one table (a CTE and its outer statement)', () => {
+    const two: WriteEstimate = {
+      ok: true,
+      rows: 80,
+      tables: [
+        { table: 'public.t', operation: 'update', rows: 40, tableRows: 100 },
+        { table: 'public.t', operation: 'delete', rows: 40, tableRows: 100 },
+      ],
+    };
+    expect(effectRisks(two, T)).toEqual(['update/delete of about 80% of public.t (more than max_table_share 0.5)']);
+  });
+
+  it('an unmeasured write is a reason of its own (fail closed)', () => {
+    expect(effectRisks({ ok: false, reason: 'timed out' }, T)).toEqual(['write effect could not be estimated (timed out)']);
+  });
+
+  it('property: any estimate above either threshold makes the write high risk and queues it under by_risk', () => {
+    fc.assert(
+      fc.property(fc.integer({ min: 0, max: 10_000_000 }), fc.integer({ min: 0, max: 10_000_000 }), (rows, tableRows) => {
+        const risk = sqlWrite({ estimate: update(rows, tableRows), thresholds: T });
+        const over = rows > T.max_rows || (rows > T.share_min_rows && rows / Math.max(tableRows, 1) > T.max_table_share);
+        expect(risk.level === 'high').toBe(over);
+        expect(approvalVerdict({ isWrite: true, policyEffect: 'allow', roleApproval: 'by_risk', risk }).required).toBe(over);
+      }),
+    );
+  });
+});
+
+describe('needsWriteEstimate', () => {
+  const base = { operation: 'write', traps: [] as string[], multiStatement: false };
+  it('measures single row-writing statements, including writable CTEs and EXPLAIN ANALYZE of a write', () => {
+    for (const kind of ['insert', 'update', 'delete', 'merge']) expect(needsWriteEstimate({ ...base, statementKinds: [kind] })).toBe(true);
+    expect(needsWriteEstimate({ ...base, statementKinds: ['select'], traps: ['writable_cte'] })).toBe(true);
+    expect(needsWriteEstimate({ ...base, statementKinds: ['explain'], traps: ['explain_analyze_write'] })).toBe(true);
+  });
+  it('leaves reads, several statements (already high) and writes the planner cannot count to their own rules', () => {
+    expect(needsWriteEstimate({ ...base, operation: 'read', statementKinds: ['select'] })).toBe(false);
+    expect(needsWriteEstimate({ ...base, statementKinds: ['update', 'update'], multiStatement: true })).toBe(false);
+    expect(needsWriteEstimate({ ...base, statementKinds: ['copy'], traps: ['copy_from'] })).toBe(false);
+  });
+});
