@@ -36,6 +36,10 @@ export async function buildAdminApp(services: Services, opts: AdminAppOptions = 
   const api = new ApiRegistry();
   for (const mod of adminModules) await mod({ app, api, services });
   app.get('/api/openapi.json', async () => api.openapi({ title: 'Gatehouse admin API', version: ADMIN_API_VERSION }));
+  api.describe({ method: 'GET', url: '/health', summary: 'Liveness: 200 while the process is up', tags: ['health'] });
+  api.describe({ method: 'GET', url: '/ready', summary: 'Readiness: 200 only when every dependency check passes, else 503; the body lists each check', tags: ['health'] });
+  api.describe({ method: 'GET', url: '/', summary: 'Redirects to the overview page', tags: ['console'], successStatus: 302, produces: ['text/html'] });
+  api.describe({ method: 'GET', url: '/api/openapi.json', summary: 'This document', tags: ['meta'] });
   return app;
 }
 

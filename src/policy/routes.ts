@@ -2,7 +2,7 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { z } from 'zod';
 import type { AdminModule, AdminModuleContext } from '../admin/module.js';
-import { intId } from '../admin/api/route.js';
+import { intId, type ApiRegistry } from '../admin/api/route.js';
 import { parseOrThrow, validationError } from '../http/validation.js';
 import type { ValidationErrorItem } from '../http/validation.js';
 import { requirePermission } from '../admin/auth/principal.js';
@@ -150,6 +150,7 @@ export function registerPolicyRoutes({ app, api, services }: AdminModuleContext)
   });
 
   registerFormRoutes(app, services, dryRunDeps, { read, write, afterWrite });
+  describeFormRoutes(api);
 }
 
 async function preview(db: Db, doc: ParsedDocument): Promise<ImportPlan> {
@@ -222,6 +223,19 @@ function flattenForm(form: Record<string, string | string[]>): Record<string, st
 function payloadOf(raw: unknown): string {
   const form = flattenForm(parseOrThrow(formSchema, 'body', raw ?? {}));
   return form.policy_payload ?? '';
+}
+
+/** The console form endpoints in the OpenAPI document (form-encoded or JSON bodies, spec §2 "Console form bodies"). */
+function describeFormRoutes(api: ApiRegistry): void {
+  const consumes = ['application/x-www-form-urlencoded', 'application/json'];
+  const payload = z.object({ policy_payload: z.string().default('') });
+  const tags = ['policies', 'console'];
+  api.describe({ method: 'POST', url: '/dashboard/policies/create', summary: 'Create a policy from the console form fields', tags, body: formSchema, consumes, successStatus: 201 });
+  api.describe({ method: 'POST', url: '/dashboard/policies/:policy_id/update', summary: 'Update a policy from the console form fields', tags, params: formIdParams, body: formSchema, consumes });
+  api.describe({ method: 'POST', url: '/dashboard/policies/import', summary: 'Preview policies in the earlier console form fields as an import', tags, body: payload, consumes });
+  api.describe({ method: 'POST', url: '/dashboard/policies/import/preview', summary: 'Preview a policy import document', tags, body: payload, consumes });
+  api.describe({ method: 'POST', url: '/dashboard/policies/import/apply', summary: 'Apply a policy import document', tags, body: payload, consumes });
+  api.describe({ method: 'POST', url: '/dashboard/policies/dry-run', summary: 'Dry-run the policy set from the console form fields', tags, body: dryRunFormSchema, consumes });
 }
 
 /**

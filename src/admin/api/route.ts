@@ -30,8 +30,10 @@ interface RecordedRoute {
   body?: z.ZodType;
   response?: z.ZodType;
   successStatus: number;
-  /** Media types of a 2xx body that is not one JSON document (a streamed export). */
+  /** Media types of a 2xx body that is not one JSON document (a streamed export, a page). */
   produces?: string[];
+  /** Media types of the request body when it is not JSON (console forms). */
+  consumes?: string[];
 }
 
 /** A route whose handler is registered elsewhere (it streams, or lives outside admin/): described here so the document lists it. */
@@ -40,9 +42,13 @@ export interface DescribedRoute {
   url: string;
   summary: string;
   tags?: string[];
+  params?: z.ZodType;
   query?: z.ZodType;
+  body?: z.ZodType;
   response?: z.ZodType;
+  successStatus?: number;
   produces?: string[];
+  consumes?: string[];
 }
 
 /** Collects route declarations so the OpenAPI document is generated from the very schemas that validate. */
@@ -86,10 +92,13 @@ export class ApiRegistry {
 
   /** Adds a route registered directly on fastify to the document, from the schemas its handler validates with. */
   describe(route: DescribedRoute): void {
-    const recorded: RecordedRoute = { method: route.method, url: route.url, summary: route.summary, tags: route.tags ?? [], successStatus: 200 };
+    const recorded: RecordedRoute = { method: route.method, url: route.url, summary: route.summary, tags: route.tags ?? [], successStatus: route.successStatus ?? 200 };
+    if (route.params) recorded.params = route.params;
     if (route.query) recorded.query = route.query;
+    if (route.body) recorded.body = route.body;
     if (route.response) recorded.response = route.response;
     if (route.produces) recorded.produces = route.produces;
+    if (route.consumes) recorded.consumes = route.consumes;
     this.routes.push(recorded);
   }
 
@@ -109,7 +118,10 @@ export class ApiRegistry {
         }
       }
       if (parameters.length > 0) op.parameters = parameters;
-      if (r.body) op.requestBody = { required: true, content: { 'application/json': { schema: toJson(r.body) } } };
+      if (r.body) {
+        const schema = toJson(r.body);
+        op.requestBody = { required: true, content: Object.fromEntries((r.consumes ?? ['application/json']).map((type) => [type, { schema }])) };
+      }
       const responses = op.responses as Record<string, unknown>;
       responses[String(r.successStatus)] = r.produces
         ? { description: 'Success', content: Object.fromEntries(r.produces.map((type) => [type, {}])) }

@@ -70,6 +70,7 @@ export function registerAuthRoutes(deps: AuthRouteDeps): void {
     return session;
   };
 
+  api.describe({ method: 'GET', url: '/auth/login', summary: 'The sign-in form', tags: ['auth'], query: z.object({ next: z.string().optional() }), produces: ['text/html'] });
   app.get('/auth/login', async (req, reply) => {
     const next = (req.query as Record<string, unknown>).next;
     return reply.type(HTML).header('cache-control', 'no-store').send(loginPage({ next: safeNext(next, '') }));
@@ -120,6 +121,7 @@ export function registerAuthRoutes(deps: AuthRouteDeps): void {
     },
   });
 
+  api.describe({ method: 'GET', url: '/auth/change-password', summary: 'The change-password form (carries the CSRF token)', tags: ['auth'], produces: ['text/html'] });
   app.get('/auth/change-password', async (req, reply) => {
     const admin = adminOf(req);
     const next = (req.query as Record<string, unknown>).next;

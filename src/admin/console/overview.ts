@@ -10,7 +10,8 @@ async function count(run: () => Promise<{ n: number | string | bigint } | undefi
   return Number(row?.n ?? 0);
 }
 
-export const overviewModule: AdminModule = ({ app, services }) => {
+export const overviewModule: AdminModule = ({ app, api, services }) => {
+  api.describe({ method: 'GET', url: '/dashboard/overview', summary: 'The console overview page (where sign-in lands)', tags: ['console'], produces: ['text/html'] });
   app.get('/dashboard/overview', async (req, reply) => {
     const admin = adminOf(req);
     const db = services.db;
