@@ -262,7 +262,15 @@ class Analyzer {
     if (isObj(s.relation)) {
       const target = this.rangeVar(s.relation, level, true);
       level.items.push(target);
-      if (kind === 'insert') level.items.push({ ...target, alias: 'excluded', children: [] });
+      // RETURNING old.* / new.* (PostgreSQL 18, renamable in WITH (OLD AS o)) and ON CONFLICT's excluded are the target's rows.
+      const rowNames = ['old', 'new', 'excluded'];
+      if (isObj(s.returningClause)) {
+        for (const o of asArray(s.returningClause.options)) {
+          const name = isObj(o) && isObj(o.ReturningOption) ? str(o.ReturningOption.value) : null;
+          if (name !== null) rowNames.push(name);
+        }
+      }
+      for (const alias of rowNames) level.items.push({ ...target, alias, children: [] });
     }
     let assigned = EMPTY;
     if (kind === 'insert') {
@@ -280,7 +288,10 @@ class Analyzer {
     this.expr(s.joinCondition, level);
     assigned = union(assigned, this.expr(s.mergeWhenClauses, level));
     // RETURNING shows the stored values: what was assigned may flow into any returned column.
-    const returning = Array.isArray(s.returningList) && s.returningList.length > 0 ? this.targets(s.returningList, level) : [];
+    // PostgreSQL 18 holds RETURNING in `returningClause.exprs` (with OLD/NEW aliases); older trees in `returningList`.
+    const list = isObj(s.returningClause) ? asArray(s.returningClause.exprs) : asArray(s.returningList);
+    if (isObj(s.returningClause) && isObj(s.returningClause.options)) this.expr(s.returningClause.options, level);
+    const returning = list.length > 0 ? this.targets(list, level) : [];
     return { outputs: returning === null ? null : returning.map((c) => ({ name: c.name, prov: union(c.prov, assigned) })) };
   }
 
