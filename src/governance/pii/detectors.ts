@@ -115,6 +115,43 @@ function phoneShapeOk(s: string): boolean {
 
 const phoneIntl = regexDetector('phone', 'plus', /(?<![\w+])\+\d[\d ().-]{6,22}\d(?!\w)/g, (m) => (phoneShapeOk(m[0]) ? whole(m) : null), 8);
 
+/**
+ * ITU country codes that can follow an international `00` prefix: the one- and two-digit codes, and the leading two
+ * digits of every three-digit code zone (ITU-T E.164 assignments).
+ */
+const COUNTRY_CODES_1 = new Set(['1', '7']);
+const COUNTRY_CODES_2 = new Set([
+  '20', '27', '30', '31', '32', '33', '34', '36', '39', '40', '41', '43', '44', '45', '46', '47', '48', '49', '51', '52', '53', '54', '55', '56', '57', '58',
+  '60', '61', '62', '63', '64', '65', '66', '81', '82', '84', '86', '90', '91', '92', '93', '94', '95', '98',
+]);
+const COUNTRY_CODE_3_ZONES = new Set(['21', '22', '23', '24', '25', '26', '29', '35', '37', '38', '42', '50', '59', '67', '68', '69', '85', '87', '88', '96', '97', '99']);
+
+function countryCodeValid(cc: string): boolean {
+  if (cc.length === 1) return COUNTRY_CODES_1.has(cc);
+  if (cc.length === 2) return COUNTRY_CODES_2.has(cc);
+  return cc.length === 3 && COUNTRY_CODE_3_ZONES.has(cc.slice(0, 2));
+}
+
+/**
+ * International form with the `00` exit prefix (`0044 20 7946 0958`, `0049-30-12345678`, `001 415 555 2671`): the
+ * country code stands alone before the first separator and must be an assigned one; one separator kind; 8–15 digits
+ * after the prefix (E.164); not a group inside a longer run of digit groups. Without separators a `00…` run is left
+ * to the other detectors: it is as likely an id.
+ */
+const phoneExit = regexDetector(
+  'phone',
+  'digits',
+  /(?<![\w+.\-/]|\d[ .-])00([1-9]\d{0,2})([ .-])(\d)\d{0,4}(?:\2\d{1,8}){0,5}(?![\w-]|\.\d)/g,
+  (m) => {
+    if (!countryCodeValid(m[1]!)) return null;
+    // The national trunk 0 is dropped after a country code (Italy alone keeps it): `0044 0532 …` is a digit group, not a number.
+    if (m[3] === '0' && m[1] !== '39') return null;
+    const n = digitCount(m[0]) - 2;
+    return n >= 8 && n <= 15 ? whole(m) : null;
+  },
+  10,
+);
+
 /** NANP national form: `(415) 555-2671`, `415-555-2671`, `415.555.2671` with one separator kind. */
 const phoneNanp = regexDetector(
   'phone',
@@ -142,10 +179,14 @@ const phoneTrunk = regexDetector(
 
 // ---------------------------------------------------------------- cards, IBAN, SSN
 
+/** Digit-group layouts card numbers are printed in (Visa/Mastercard/Discover/JCB 4-4-4-4, 19-digit 4-4-4-4-3, Amex 4-6-5, Diners 4-6-4). */
+const CARD_LAYOUTS = new Set(['4-4-4-4', '4-4-4-4-3', '4-6-5', '4-6-4', '4-4-4-1', '4-4-4-2', '4-4-4-3', '4-4-5', '5-5-5', '4-4-4-4-2']);
+
 const cardDetector = regexDetector('card', 'digits', /(?<![\w.-])\d(?:[ -]?\d){12,18}(?![\w-]|\.\d)/g, (m) => {
   const raw = m[0];
   const seps = raw.replace(/\d+/g, '');
-  if (seps.length > 0 && seps !== seps[0]!.repeat(seps.length)) return null;
+  // Mixed separators (`4111 1111-1111 1111`, a hand-typed form) count only in a printed card layout; one kind, any grouping.
+  if (seps.length > 0 && seps !== seps[0]!.repeat(seps.length) && !CARD_LAYOUTS.has(raw.split(/[ -]/).map((g) => g.length).join('-'))) return null;
   if (seps.length > 5) return null;
   const digits = digitsOnly(raw);
   return cardNetwork(digits) !== null && luhnValid(digits) ? whole(m) : null;
@@ -265,10 +306,64 @@ const pemDetector: PiiDetector = {
   },
 };
 
+// ---------------------------------------------------------------- bare values under a telling field name
+
+const DOB_VALUE = /^(?:\d{4}-\d{1,2}-\d{1,2}(?:T[\d:.]+(?:Z|[+-]\d\d:?\d\d)?)?|\d{1,2}[/.-]\d{1,2}[/.-](?:\d{2}|\d{4})|\d{8})$/;
+
+/**
+ * A value whose only context is its field or column name (`{"ssn": "123456789"}`, a `phone` column holding
+ * `4155552671`): the name says what it is, the value must still have that type's shape. Fast mode; deep mode
+ * replaces every non-empty value under such a name anyway.
+ */
+const keyedValue: PiiDetector = {
+  type: 'keyed',
+  gate: 'always',
+  find(text, found, keyHint) {
+    if (keyHint === undefined) return;
+    const type = keyedType(keyHint);
+    if (type === null) return;
+    const v = text.trim();
+    const start = text.indexOf(v);
+    let ok = false;
+    if (type === 'ssn') {
+      const d = /^\d{3}([- ]?)\d{2}\1\d{4}$/.test(v) ? digitsOnly(v) : '';
+      ok = d.length === 9 && ssnValid(d.slice(0, 3), d.slice(3, 5), d.slice(5));
+    } else if (type === 'phone') {
+      const n = digitCount(v);
+      ok = /^\+?[\d ().-]+$/.test(v) && n >= 7 && n <= 15 && !/[ .-]{2}/.test(v);
+    } else if (type === 'dob') {
+      ok = DOB_VALUE.test(v);
+    } else if (type === 'passport') {
+      ok = /^[A-Za-z0-9]{6,9}$/.test(v) && /\d/.test(v);
+    }
+    if (ok) found.push({ start, end: start + v.length, type });
+  },
+};
+
+/** The type a normalized field name gives a bare value (exact names and `customer_ssn`-style suffixes, not `ssn_count`). */
+export function keyedType(norm: string): 'ssn' | 'phone' | 'dob' | 'passport' | null {
+  for (const [type, names] of KEYED_NAMES) if (names.includes(norm)) return type;
+  for (const [suffix, type] of KEYED_SUFFIXES) if (norm.endsWith(suffix)) return type;
+  return null;
+}
+
+// Suffixes long or specific enough not to end unrelated words (`tel` ends `hotel`, `cell` ends `excell`).
+const KEYED_SUFFIXES: readonly (readonly [string, 'ssn' | 'phone' | 'dob' | 'passport'])[] = [
+  ['ssn', 'ssn'], ['socialsecuritynumber', 'ssn'], ['phonenumber', 'phone'], ['phone', 'phone'], ['mobilenumber', 'phone'], ['telephone', 'phone'],
+  ['dateofbirth', 'dob'], ['birthdate', 'dob'], ['passportnumber', 'passport'],
+];
+
+const KEYED_NAMES: readonly (readonly ['ssn' | 'phone' | 'dob' | 'passport', readonly string[]])[] = [
+  ['ssn', ['ssn', 'socialsecurity', 'socialsecuritynumber', 'socialsecurityno']],
+  ['phone', ['phone', 'phonenumber', 'phoneno', 'mobile', 'mobilenumber', 'cell', 'cellphone', 'telephone', 'tel', 'fax', 'msisdn', 'homephone', 'workphone', 'mobilephone']],
+  ['dob', ['dob', 'dateofbirth', 'birthdate', 'birthday', 'birthdt']],
+  ['passport', ['passport', 'passportnumber', 'passportno']],
+];
+
 /** Validated detectors run in fast mode (and in deep mode before key context). Order breaks ties between equal spans. */
 export const FAST_DETECTORS: readonly PiiDetector[] = Object.freeze([
   pemDetector, jwtDetector, awsKeyId, awsSecretText, awsSecretKeyed, githubToken, slackToken, googleKey, stripeKey, bearerToken,
-  emailDetector, ibanDetector, cardDetector, ssnDetector, phoneIntl, phoneNanp, phoneTrunk, ipv4Detector, ipv6Detector,
+  emailDetector, ibanDetector, cardDetector, ssnDetector, phoneIntl, phoneExit, phoneNanp, phoneTrunk, ipv4Detector, ipv6Detector, keyedValue,
 ]);
 
 // ---------------------------------------------------------------- deep free-text context

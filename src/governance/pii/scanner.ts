@@ -1,5 +1,5 @@
 // The personal-data scanner: bounded, iterative redaction of JSON values, text bodies and SQL result rows in off, fast and deep modes, failing closed.
-import { CONTEXT_DETECTORS, FAST_DETECTORS } from './detectors.js';
+import { CONTEXT_DETECTORS, FAST_DETECTORS, keyedType } from './detectors.js';
 import type { PiiDetector } from './detectors.js';
 import { FreeTextMatcher, keyContextType, NameMatcher, normalizeKey } from './keys.js';
 import type { PathState } from './keys.js';
@@ -142,6 +142,32 @@ export function createPiiScanner(options: PiiScannerOptions = {}): PiiScanner {
   const fullSet = detectorSet([...FAST_DETECTORS, ...CONTEXT_DETECTORS, ...extra]);
   const freeText = new FreeTextMatcher(options.freeTextFields ?? []);
   const cardOnly = detectorSet(FAST_DETECTORS.filter((d) => d.type === 'card'));
+  const keyedOnly = detectorSet(FAST_DETECTORS.filter((d) => d.type === 'keyed'));
+
+  // Keys repeat across records: what the detectors find in each key name is worked out once (null: nothing).
+  const keyScans = new Map<string, { key: string; types: string[] } | null>();
+  /** A key holding personal data itself (`{"jane@example.com": {...}}`) gets the marker in its place; a key that cannot be scanned fails closed. */
+  const scanKey = (key: string): { key: string; types: string[] } | null => {
+    let r = keyScans.get(key);
+    if (r === undefined) {
+      if (exceedsBytes(key, maxStringLength)) r = { key: marker(SCAN_FAILED), types: [SCAN_FAILED] };
+      else {
+        try {
+          const matches = findMatches(key, fastSet);
+          if (matches.length === 0) r = null;
+          else {
+            const byType: Record<string, number> = {};
+            r = { key: applyMatches(key, matches, byType), types: matches.map((m) => m.type) };
+          }
+        } catch {
+          r = { key: marker(SCAN_FAILED), types: [SCAN_FAILED] };
+        }
+      }
+      if (keyScans.size > 50_000) keyScans.clear();
+      keyScans.set(key, r);
+    }
+    return r;
+  };
 
   // Key names repeat across records: normalize and classify each once.
   const keyInfo = new Map<string, { norm: string; type: string | null }>();
@@ -213,12 +239,33 @@ export function createPiiScanner(options: PiiScannerOptions = {}): PiiScanner {
     return applyMatches(s, matches, c.byType);
   }
 
-  function scanNumber(n: number, c: Counts): unknown {
+  function scanNumber(n: number, c: Counts, keyHint: string | undefined): unknown {
+    // A bare number under a telling name (`"ssn": 123456789`, `"phone": 4155552671`) is read like its string form.
+    if (keyHint !== undefined && Number.isSafeInteger(n) && n > 0 && keyedType(keyHint) !== null) {
+      const keyed = findMatches(String(n), keyedOnly, keyHint);
+      if (keyed.length > 0) {
+        count(c, keyed[0]!.type);
+        return marker(keyed[0]!.type);
+      }
+    }
     if (!(n >= CARD_NUMBER_MIN || n <= -CARD_NUMBER_MIN) || !Number.isSafeInteger(n)) return n;
     const digits = String(Math.abs(n));
     if (findMatches(digits, cardOnly).length === 0) return n;
     count(c, 'card');
     return marker('card');
+  }
+
+  /** The key a value is written under: the key itself, or its redacted form made unique among the keys already written. */
+  function outputKey(key: string, dst: Record<string, unknown>, c: Counts): string {
+    const scanned = scanKey(key);
+    if (scanned === null) return key;
+    for (const t of scanned.types) {
+      if (t === SCAN_FAILED) c.failedClosed = true;
+      count(c, t);
+    }
+    let out = scanned.key;
+    for (let n = 2; Object.hasOwn(dst, out); n++) out = `${scanned.key} (${n})`;
+    return out;
   }
 
   function scanJson(input: unknown, opts: PiiScanOptions): JsonScanResult {
@@ -246,7 +293,7 @@ export function createPiiScanner(options: PiiScannerOptions = {}): PiiScanner {
         if (path !== null && path.dead) path = null;
         stack.push({ src: child, holder, holderKey: key, depth: parent.depth + 1, parent, key, path });
       } else if (typeof child === 'number' && scanning) {
-        holder[key] = scanNumber(child, c);
+        holder[key] = scanNumber(child, c, keyHint);
       } else {
         holder[key] = child;
       }
@@ -277,27 +324,28 @@ export function createPiiScanner(options: PiiScannerOptions = {}): PiiScanner {
       const obj = src as Record<string, unknown>;
       for (const key of Object.keys(obj)) {
         if (nodes > maxNodes) break;
-        // JSON.parse makes `__proto__` an own key; an own data property keeps later writes from reaching the prototype setter.
-        if (key === '__proto__') Object.defineProperty(dst, key, { value: null, writable: true, enumerable: true, configurable: true });
         const child = obj[key];
+        const out = scanning ? outputKey(key, dst, c) : key;
+        // JSON.parse makes `__proto__` an own key; an own data property keeps later writes from reaching the prototype setter.
+        if (out === '__proto__') Object.defineProperty(dst, out, { value: null, writable: true, enumerable: true, configurable: true });
         if (columns !== null && columns.matches(key)) {
           nodes++;
-          dst[key] = marker(COLUMN);
+          dst[out] = marker(COLUMN);
           count(c, COLUMN);
           continue;
         }
         if (!scanning) {
-          visit(child, dst, key, task, stack, undefined, false);
+          visit(child, dst, out, task, stack, undefined, false);
           continue;
         }
         const info = infoOf(key);
         if (deep && info.type !== null && holdsData(child)) {
           nodes++;
-          dst[key] = marker(info.type);
+          dst[out] = marker(info.type);
           count(c, info.type);
           continue;
         }
-        visit(child, dst, key, task, stack, info.norm, deep && freeText.keys.matches(key));
+        visit(child, dst, out, task, stack, info.norm, deep && freeText.keys.matches(key));
       }
     }
 

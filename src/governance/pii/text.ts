@@ -80,8 +80,57 @@ export function detectorSet(detectors: readonly PiiDetector[]): DetectorSet {
   return { detectors, bits, minDigits: detectors.map((d) => d.minDigits ?? 0), anyAlways: bits.some((b) => b === ALWAYS) };
 }
 
-/** All matches of the set in `text`, overlaps resolved (earliest start wins, then the longest, then detector order). */
+/**
+ * All matches of the set in `text`, overlaps resolved (earliest start wins, then the longest, then detector order).
+ * Percent-encoded text (`email=jane.doe%40example.com`, `%2B44%2020%207946%200958`) is also read decoded, up to
+ * two levels, with each match mapped back onto the escapes it came from.
+ */
 export function findMatches(text: string, set: DetectorSet, keyHint?: string): PiiMatch[] {
+  const found = findPlain(text, set, keyHint);
+  if (text.length >= MIN_CANDIDATE_LENGTH && text.includes('%')) findEncoded(text, set, keyHint, found, PERCENT_LEVELS);
+  return found.length > 1 ? resolveOverlaps(found) : found;
+}
+
+/** How many percent-decoding levels a string is read at (a URL inside a query parameter is the common second level). */
+const PERCENT_LEVELS = 2;
+
+function findEncoded(text: string, set: DetectorSet, keyHint: string | undefined, found: PiiMatch[], levels: number): void {
+  const decoded = percentDecoded(text);
+  if (decoded === null) return;
+  const inner = findPlain(decoded.text, set, keyHint);
+  if (levels > 1 && decoded.text.includes('%')) findEncoded(decoded.text, set, keyHint, inner, levels - 1);
+  for (const m of inner) found.push({ start: decoded.map[m.start]!, end: decoded.map[m.end]!, type: m.type });
+}
+
+const isHex = (c: number): boolean => (c >= 48 && c <= 57) || (c >= 65 && c <= 70) || (c >= 97 && c <= 102);
+
+/**
+ * `text` with every escape of a printable ASCII character decoded, and `map[i]` the offset in `text` where decoded
+ * character `i` starts (`map[length]` is `text.length`); null when nothing was decoded.
+ */
+function percentDecoded(text: string): { text: string; map: number[] } | null {
+  let out = '';
+  const map: number[] = [];
+  let any = false;
+  for (let i = 0; i < text.length; i++) {
+    if (text.charCodeAt(i) === 37 && i + 2 < text.length && isHex(text.charCodeAt(i + 1)) && isHex(text.charCodeAt(i + 2))) {
+      const byte = Number.parseInt(text.slice(i + 1, i + 3), 16);
+      if (byte >= 0x20 && byte <= 0x7e) {
+        map.push(i);
+        out += String.fromCharCode(byte);
+        i += 2;
+        any = true;
+        continue;
+      }
+    }
+    map.push(i);
+    out += text[i];
+  }
+  map.push(text.length);
+  return any ? { text: out, map } : null;
+}
+
+function findPlain(text: string, set: DetectorSet, keyHint: string | undefined): PiiMatch[] {
   if (text.length < MIN_CANDIDATE_LENGTH && !set.anyAlways) return [];
   const gates = prefilter(text);
   if (gates === ALWAYS && !set.anyAlways) return [];
@@ -91,7 +140,7 @@ export function findMatches(text: string, set: DetectorSet, keyHint?: string): P
   for (let i = 0; i < detectors.length; i++) {
     if ((gates & bits[i]!) !== 0 && digits >= minDigits[i]!) detectors[i]!.find(text, found, keyHint);
   }
-  return found.length > 1 ? resolveOverlaps(found) : found;
+  return found;
 }
 
 function resolveOverlaps(found: PiiMatch[]): PiiMatch[] {

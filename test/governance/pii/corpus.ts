@@ -60,6 +60,9 @@ export const POSITIVE_CASES: readonly CorpusCase[] = [
     '+61 2 9876 5432', '+81 3-1234-5678', '+91 98765 43210', '+1 (415) 555-2671', '(415) 555-2671', '415-555-2671',
     '212.555.0187', '020 7946 0958', '07700 900123', '030 12345678', '01 23 45 67 89', '+353 1 234 5678',
   ]),
+  ...positives('phone', ['0044 20 7946 0958', '0033 1 23 45 67 89', '0049-30-12345678', '001 415 555 2671', '0039 06 1234 5678', '00353 1 234 5678', '0061.2.9876.5432']),
+  ...positives('card', ['4111 1111-1111 1111', '5555-5555 5555-4444', '3782-822463 10005']),
+  ...positives('email', ['jane.doe%40example.com', 'anna%2Emueller%40example%2Ede']),
   ...positives('card', [
     '4111111111111111', '4012 8888 8888 1881', '5555-5555-5555-4444', '5105105105105100', '3782 822463 10005', '371449635398431',
     '6011 1111 1111 1117', '6011000990139424', '3530111333300000', '3566 0020 2036 0505', '30569309025904', '38520000023237',
@@ -150,6 +153,10 @@ export const POSITIVE_CASES: readonly CorpusCase[] = [
     text: [`Authorization: Bearer ${token}`, `curl -H "Authorization: Bearer ${token}" https://api.example.com`, `bearer ${token}`][i % 3]!,
     expect: [{ type: 'bearer_token', value: token }],
   })),
+  // Values percent-encoded inside URLs: found decoded, redacted where they sit in the URL.
+  { text: 'https://api.example.com/users?email=jane.doe%40example.com&ssn=123%2D45%2D6789', expect: [{ type: 'email', value: 'jane.doe%40example.com' }, { type: 'ssn', value: '123%2D45%2D6789' }] },
+  { text: 'callback=https%3A%2F%2Fx.example%2F%3Fphone%3D%252B44%252020%25207946%25200958', expect: [{ type: 'phone', value: '%252B44%252020%25207946%25200958' }] },
+  { text: '/search?q=card%204111%201111%201111%201111', expect: [{ type: 'card', value: '4111%201111%201111%201111' }] },
   // Several kinds in one text.
   {
     text: 'Customer Jane (jane@example.org, +44 20 7946 0958) paid with 4111-1111-1111-1111 from 203.0.113.9; IBAN GB82WEST12345698765432.',
@@ -164,7 +171,13 @@ export const POSITIVE_CASES: readonly CorpusCase[] = [
 export const NEGATIVE_CASES: readonly CorpusCase[] = [
   // cards failing Luhn or issuer ranges
   '4111111111111112', '5555 5555 5555 4445', '3782 822463 10006', '6011-1111-1111-1118', '1234 5678 9012 3456', '9999999999999995',
-  '4111 1111-1111 1111', 'Order 1234-5678-9012', 'tracking 1Z999AA10123456784', 'EAN 4006381333931',
+  'Order 1234-5678-9012',
+  // mixed separators outside a printed card layout, or failing Luhn
+  '41 11-1111 1111 1111', '4111 1111-1111 1112', '4111-11 11 1111 1111',
+  // 00-prefixed digit groups that are not international numbers (unassigned code, trunk 0, inside a longer group run, no separator)
+  '0012 3456 7890', '0044 0532 0130 77', 'ref 1234 0044 2079 4609', '00442079460958', '0028 1234 5678', '00 44 20', '0049-30',
+  // percent-encoded text that decodes to near misses
+  'https://cdn.example.com/icon%402x.png', 'q=2024%2D01%2D15', 'path=%2Fv1%2Forders%2F48213', 'ver=10.0%2E19041', 'tracking 1Z999AA10123456784', 'EAN 4006381333931',
   // dates, times and timestamps that look like SSNs or phones
   '2023-01-15', '12-31-1999', '1999-12-31', '01/15/2023', '2023-01-15T10:30:00Z', '2024-03-05 14:22:01', '2024-03-05T14:22:01.123+01:00',
   '10:30:45', '1700000000000', 'created 1700000000', '15.01.2023', '2023 01 15', '31 12 1999',
