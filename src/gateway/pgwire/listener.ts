@@ -1,7 +1,7 @@
 // The PostgreSQL wire listener (issue 8): startup, TLS negotiation, SCRAM login as an identity, source selection by database name, cancel routing, and the session's upstream connection.
 import net from 'node:net';
 import tls from 'node:tls';
-import { randomBytes, randomInt, timingSafeEqual } from 'node:crypto';
+import { randomBytes, timingSafeEqual } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import type { Config } from '../../config/index.js';
 import type { Logger } from '../../observability/logger.js';
@@ -87,7 +87,7 @@ export function createWireListener(deps: WireListenerDeps): WireListener {
   const pgTls = config.gateway.pg_tls;
   const secureContext = pgTls.cert_file && pgTls.key_file ? tls.createSecureContext({ cert: readFileSync(pgTls.cert_file), key: readFileSync(pgTls.key_file) }) : null;
   const decoySecret = randomBytes(32);
-  const cancels = new Map<number, CancelEntry>();
+  const cancels = new Map<number, CancelEntry[]>();
   /** Connections by their TCP socket (a connection that upgraded to TLS speaks through its TLS socket). */
   const connections = new Map<net.Socket, WireConnection>();
   const refresher = new IdentityRefresher(deps.db, deps.revocations);
@@ -120,7 +120,8 @@ interface ConnectionContext {
   deps: WireListenerDeps;
   secureContext: tls.SecureContext | null;
   decoySecret: Buffer;
-  cancels: Map<number, CancelEntry>;
+  /** By process id: the upstream backend's, which two sources' servers may share, so each id holds a list. */
+  cancels: Map<number, CancelEntry[]>;
   refresher: IdentityRefresher;
   log: Logger;
 }
@@ -143,6 +144,7 @@ class WireConnection {
   #upstream: UpstreamConnection | null = null;
   #relay: WireRelay | null = null;
   #pid = 0;
+  #cancel: CancelEntry | null = null;
   /** Time-ordered like HTTP request ids: a session's statement ids (`<session>:<n>`) sort after those of older sessions. */
   readonly #sessionId = uuidv7();
   /** Statements decided so far: numbers the request ids, so an audit search by session lists them in order. */
@@ -171,6 +173,7 @@ class WireConnection {
     try {
       for (let f = this.#reader.next(); f !== null; f = this.#reader.next()) {
         if (this.#state === 'startup') {
+          if (f.type === Frontend.Terminate) return this.#terminate();
           // Startup packets are handled at once: an SSLRequest must be answered before any further byte is read.
           this.#startup(f);
           if (this.#state !== 'startup') this.#reader.startup = false;
@@ -200,6 +203,12 @@ class WireConnection {
     } finally {
       this.#pumping = false;
     }
+  }
+
+  /** The client said goodbye: the connection closes without a word, in any state. */
+  #terminate(): void {
+    this.#state = 'closed';
+    this.#socket.end();
   }
 
   /** Ends the connection with 57P01, written through TLS when the connection upgraded. */
@@ -239,10 +248,9 @@ class WireConnection {
     }
     if (packet.kind === 'gssenc') return void this.#socket.write('N');
     if (packet.kind === 'cancel') {
-      const entry = this.ctx.cancels.get(packet.pid);
       const secret = Buffer.alloc(4);
       secret.writeInt32BE(packet.secret, 0);
-      if (entry && timingSafeEqual(entry.secret, secret)) entry.cancel();
+      for (const entry of this.ctx.cancels.get(packet.pid) ?? []) if (timingSafeEqual(entry.secret, secret)) entry.cancel();
       this.#state = 'closed';
       return void this.#socket.end();
     }
@@ -285,11 +293,7 @@ class WireConnection {
   }
 
   async #message(f: Frame): Promise<void> {
-    if (f.type === Frontend.Terminate) {
-      this.#state = 'closed';
-      this.#socket.end();
-      return;
-    }
+    if (f.type === Frontend.Terminate) return this.#terminate();
     switch (this.#state) {
       case 'sasl_initial':
       case 'sasl_continue':
@@ -348,7 +352,12 @@ class WireConnection {
     const sourceId = this.#params.database ?? this.#user;
     const source = deps.pipeline.lookupSource(sourceId);
     if (!source || !source.enabled || source.source_type !== 'postgres') {
-      return this.#fatal({ sqlstate: '3D000', message: `database "${sourceId.slice(0, 63)}" does not exist` });
+      return this.#fatal({
+        sqlstate: '3D000',
+        message: `database "${sourceId.slice(0, 63)}" does not exist`,
+        detail: 'Through the gateway, the databases are the enabled PostgreSQL sources, by source_id; no other database of the server (template1, postgres, ...) is reachable.',
+        hint: 'Connect with the source_id of a PostgreSQL source your identity is granted.',
+      });
     }
     const identity = this.#identity!;
     try {
@@ -368,8 +377,7 @@ class WireConnection {
     const out: Buffer[] = [authentication(AUTH_OK)];
     for (const [k, v] of upstream.params) if (k !== 'session_authorization' && k !== 'is_superuser') out.push(parameterStatus(k, v));
     out.push(parameterStatus('session_authorization', this.#user), parameterStatus('is_superuser', 'off'));
-    this.#pid = this.#registerCancel();
-    const secret = this.ctx.cancels.get(this.#pid)!.secret.readInt32BE(0);
+    const secret = this.#registerCancel(upstream.pid);
     out.push(backendKeyData(this.#pid, secret), readyForQuery(upstream.transactionStatus));
     this.#relay = new WireRelay(this.#socket, upstream, {
       decider: { pipeline: deps.pipeline, auditor: deps.auditor, nextRequestId: () => `${this.#sessionId}:${++this.#statements}`, clientIp: this.#socket.remoteAddress ?? null, sourceId },
@@ -383,14 +391,20 @@ class WireConnection {
     this.#socket.write(Buffer.concat(out));
   }
 
-  #registerCancel(): number {
-    for (;;) {
-      const pid = randomInt(1, 0x7fffffff);
-      if (this.ctx.cancels.has(pid)) continue;
-      this.ctx.cancels.set(pid, { secret: randomBytes(4), cancel: () => this.#relay?.cancel() });
-      return pid;
-    }
+  /**
+   * The session's BackendKeyData: the process id is the upstream backend's, as pg_backend_pid() and a NOTIFY's sender
+   * id report it (a session keeps its one upstream connection for its life); the secret is the gateway's own, so a
+   * CancelRequest reaches the upstream only through the gateway, which checks it.
+   */
+  #registerCancel(pid: number): number {
+    this.#pid = pid;
+    this.#cancel = { secret: randomBytes(4), cancel: () => this.#relay?.cancel() };
+    const entries = this.ctx.cancels.get(pid);
+    if (entries) entries.push(this.#cancel);
+    else this.ctx.cancels.set(pid, [this.#cancel]);
+    return this.#cancel.secret.readInt32BE(0);
   }
+
 
   /** The identity re-checked for this statement: still enabled, same key; its grant version is current. */
   async #currentIdentity(): Promise<AgentIdentity> {
@@ -404,7 +418,12 @@ class WireConnection {
 
   async #cleanup(): Promise<void> {
     this.#state = 'closed';
-    if (this.#pid) this.ctx.cancels.delete(this.#pid);
+    const entries = this.ctx.cancels.get(this.#pid);
+    if (entries) {
+      const rest = entries.filter((e) => e !== this.#cancel);
+      if (rest.length > 0) this.ctx.cancels.set(this.#pid, rest);
+      else this.ctx.cancels.delete(this.#pid);
+    }
     this.#pid = 0;
     const upstream = this.#upstream;
     this.#upstream = null;

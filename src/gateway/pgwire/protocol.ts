@@ -105,6 +105,15 @@ export class FrameReader {
   next(): Frame | null {
     if (this.startup) {
       if (this.#buffered < LENGTH_BYTES) return null;
+      // A Terminate in the startup phase (node-postgres sends one when a client ends before its socket connected, ahead
+      // of the startup packet): no startup packet can start with its byte, whose length would exceed any cap.
+      if (this.#peek(1)[0] === Frontend.Terminate) {
+        if (this.#buffered < HEADER_BYTES) return null;
+        if (this.#peek(HEADER_BYTES).readInt32BE(1) === LENGTH_BYTES) {
+          const raw = this.#take(HEADER_BYTES);
+          return { type: Frontend.Terminate, raw, body: raw.subarray(HEADER_BYTES) };
+        }
+      }
       const length = this.#peek(LENGTH_BYTES).readInt32BE(0);
       if (length < MIN_STARTUP_BYTES || length > this.limits.startupBytes) throw new ProtocolViolation('invalid startup packet length');
       if (this.#buffered < length) return null;

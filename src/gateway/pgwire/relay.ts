@@ -153,6 +153,9 @@ export class WireRelay {
   #batch: Buffer[] = [];
   /** An extended-protocol message was refused: what follows is ignored up to Sync, as PostgreSQL ignores it after an error. */
   #failed = false;
+  /** The upstream sent a FATAL error: its close ends the session with that error, not the gateway's 08006. */
+  #upstreamFatal = false;
+  #ending = false;
   /** The gateway answered an error the upstream did not see since the last ReadyForQuery (see #settleTransaction). */
   #gatewayError = false;
   #closed = false;
@@ -268,7 +271,22 @@ export class WireRelay {
     else if (i > 0) this.#out = out.slice(i);
     this.#outBytes -= bytes;
     if (parts.length > 0 && !this.client.write(parts.length === 1 ? parts[0]! : Buffer.concat(parts, bytes))) this.#clientBlocked = true;
+    if (this.#ending && this.#out.length === 0) {
+      this.abandon();
+      this.client.end();
+      return;
+    }
     this.#flow();
+  }
+
+  /**
+   * The upstream closed after its own FATAL error: what the client is owed (the FATAL included) is written once its
+   * audit barriers settle, then the client's connection ends, as PostgreSQL's would.
+   */
+  #endAfterOutput(): void {
+    this.#ending = true;
+    this.upstream.setHandler(null);
+    this.#flush(true);
   }
 
   /** Backpressure: the upstream socket pauses while the client cannot take more or too much waits on a barrier. */
@@ -670,6 +688,7 @@ export class WireRelay {
     if (head?.kind === 'internal' && !ASYNCHRONOUS_TYPES.has(type)) return this.#onInternal(head, type, body);
     switch (type) {
       case 0:
+        if (this.#upstreamFatal) return this.#endAfterOutput();
         return this.#endSession('the upstream connection was lost', '08006');
       case Backend.ParameterStatus:
         // Statements that change client_encoding or standard_conforming_strings are refused (traps encoding_change,
@@ -726,10 +745,18 @@ export class WireRelay {
 
   #onError(body: Buffer): void {
     let msg = fieldsMessage(Backend.ErrorResponse, this.#clientErrorFields(body));
-    const sqlstate = parseErrorFields(body).get('C') ?? 'XX000';
+    const fields = parseErrorFields(body);
+    const sqlstate = fields.get('C') ?? 'XX000';
+    const severity = fields.get('V') ?? fields.get('S');
+    // A FATAL (57P01 when an administrator terminated the backend, 57P02, 57P03 ...) is PostgreSQL's own last word on
+    // the session: it reaches the client as sent, and the gateway adds nothing of its own when the upstream then closes.
+    const fatal = severity === 'FATAL' || severity === 'PANIC';
+    if (fatal) this.#upstreamFatal = true;
     const h = this.#head();
-    if (h?.kind === 'abort') return;
-    if (h?.kind === 'query' && h.localError) {
+    if (h?.kind === 'abort' && !fatal) return;
+    if (fatal) {
+      // Sent as it is, whatever the gateway meant to answer in its place.
+    } else if (h?.kind === 'query' && h.localError) {
       // The upstream failed in a refused query's place: the client is told why the gateway refused it.
       msg = h.localError;
       h.localError = null;
