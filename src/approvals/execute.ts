@@ -24,6 +24,18 @@ export interface SqlApprovalRequest {
   /** approvals.max_result_bytes: the result must fit in it (truncate rows, say so). */
   readonly maxResultBytes: number;
   readonly requestId: string;
+  /** The row estimate the approver was shown (request_metadata.write_effect): a write grown far beyond it is not executed. */
+  readonly approvedRows: number | null;
+}
+
+/**
+ * The planner's row estimate the approval showed, or null. The estimate, not the exact count: execution measures with
+ * the planner again, and two estimates err alike (stale statistics, dead row versions) where an estimate and a count do not.
+ */
+export function approvedRowsOf(metadata: Record<string, unknown>): number | null {
+  const effect = metadata.write_effect as { estimated_rows?: unknown } | null | undefined;
+  const rows = effect?.estimated_rows;
+  return typeof rows === 'number' && Number.isFinite(rows) ? rows : null;
 }
 
 /** A bounded result whose values are already redacted (columns, personal data) as a live answer would be. */
@@ -180,6 +192,7 @@ export class ApprovalExecutor {
         params: stored.params,
         maxResultBytes: this.opts.maxResultBytes,
         requestId: `approval-${row.id}-${randomUUID()}`,
+        approvedRows: approvedRowsOf(row.request_metadata ?? {}),
       });
       const record = { command: result.command, row_count: result.row_count, columns: [...result.columns], rows: [...result.rows], truncated: result.truncated };
       if (Buffer.byteLength(JSON.stringify(record)) > this.opts.maxResultBytes) {

@@ -21,7 +21,7 @@ export function sqlApprovalExecutor(deps: { pipeline: PipelineDeps; auditor: Aud
             credential: { kind: 'authenticated', identity: r.identity },
             action: { kind: 'sql', sql: r.sql, params: r.params },
             audit,
-            preApproved: { approvalId: r.approvalId },
+            preApproved: { approvalId: r.approvalId, approvedRows: r.approvedRows },
           },
           deps.pipeline,
           deps.executor,

@@ -117,6 +117,17 @@ export function assessRisk(input: SqlRiskInput | HttpRiskInput): RiskAssessment 
   return { level, reasons };
 }
 
+/**
+ * Whether an approved write has grown far beyond what its approver was shown: above twice the approved rows and
+ * above them plus max_rows (estimates are rough; only a change of scale counts). An unmeasured write is not held
+ * back here: a human approved it, and its risk was judged when it was queued.
+ */
+export function grownSinceApproval(approvedRows: number | null | undefined, estimate: WriteEstimate | undefined, t: WriteRiskThresholds | undefined): string | null {
+  if (approvedRows === null || approvedRows === undefined || !estimate?.ok || !t) return null;
+  if (estimate.rows <= Math.max(2 * approvedRows, approvedRows + t.max_rows)) return null;
+  return `writes about ${Math.round(estimate.rows)} rows now; about ${Math.round(approvedRows)} were approved`;
+}
+
 export interface ApprovalVerdict {
   required: boolean;
   reason: string;

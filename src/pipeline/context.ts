@@ -69,7 +69,11 @@ export interface GovernedRequest {
    * Set only when an approved request executes: every check runs again (identity, grant, policy, egress),
    * but the approval stage lets it through instead of queueing it a second time.
    */
-  readonly preApproved?: { readonly approvalId: number };
+  readonly preApproved?: {
+    readonly approvalId: number;
+    /** The planner's row estimate the approver was shown for a SQL write, if any. */
+    readonly approvedRows?: number | null;
+  };
 
   identity?: AgentIdentity;
   /** The request path after the source-independent checks of step 1 (HTTP). */

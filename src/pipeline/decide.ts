@@ -2,7 +2,7 @@
 import { GatehouseError } from '../errors/registry.js';
 import { sourceRoleDecision, type SourceRoleRequest } from '../governance/source-roles.js';
 import { evaluate, type Decision, type Operation } from '../governance/policy/index.js';
-import { approvalVerdict, assessRisk, needsWriteEstimate } from '../governance/risk.js';
+import { approvalVerdict, assessRisk, grownSinceApproval, needsWriteEstimate } from '../governance/risk.js';
 import { checkProxyPath, placeUnderBase } from '../governance/http-path.js';
 import type { GovernedRequest, PipelineDeps, Stage } from './context.js';
 import { isWriteOperation } from './context.js';
@@ -244,6 +244,12 @@ export const queueRiskyWrites: Stage = {
     });
     if (!verdict.required) return;
     if (req.preApproved) {
+      // The approver decided on the effect they were shown; a write that has since grown by a change of scale is not that write.
+      const grown = grownSinceApproval(req.preApproved.approvedRows, req.writeEffect?.estimate, req.writeEffect?.thresholds);
+      if (grown !== null) {
+        req.audit.addReason(`approval ${req.preApproved.approvalId}: ${grown}`);
+        throw new GatehouseError('forbidden', `The write has grown since it was approved (${grown}); it was not executed.`);
+      }
       req.audit.addReason(`approval: executed as approval ${req.preApproved.approvalId}`);
       return;
     }

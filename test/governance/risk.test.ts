@@ -1,7 +1,7 @@
 // The pure risk rule: a measured write above the source's thresholds (rows, share of a table) is high risk whatever its syntax, an unmeasured one is too (fail closed), and which statements are measured at all.
 import { describe, expect, it } from 'vitest';
 import fc from 'fast-check';
-import { approvalVerdict, assessRisk, effectRisks, needsWriteEstimate, type WriteEstimate } from '../../src/governance/risk.js';
+import { approvalVerdict, assessRisk, effectRisks, grownSinceApproval, needsWriteEstimate, type WriteEstimate } from '../../src/governance/risk.js';
 
 const T = { max_rows: 1000, max_table_share: 0.5, share_min_rows: 10 };
 const update = (rows: number, tableRows: number): WriteEstimate => ({ ok: true, rows, tables: [{ table: 'public.t', operation: 'update', rows, tableRows }] });
@@ -66,5 +66,18 @@ describe('needsWriteEstimate', () => {
     expect(needsWriteEstimate({ ...base, operation: 'read', statementKinds: ['select'] })).toBe(false);
     expect(needsWriteEstimate({ ...base, statementKinds: ['update', 'update'], multiStatement: true })).toBe(false);
     expect(needsWriteEstimate({ ...base, statementKinds: ['copy'], traps: ['copy_from'] })).toBe(false);
+  });
+});
+
+describe('grownSinceApproval', () => {
+  it('holds back only a change of scale: above twice the approved rows and above them plus max_rows', () => {
+    expect(grownSinceApproval(1500, update(2900, 10_000), T)).toBeNull();
+    expect(grownSinceApproval(10, update(1010, 10_000), T)).toBeNull();
+    expect(grownSinceApproval(10, update(1011, 10_000), T)).toBe('writes about 1011 rows now; about 10 were approved');
+    expect(grownSinceApproval(1500, update(5500, 10_000), T)).toMatch(/about 5500 rows now/);
+  });
+  it('does not judge without both figures (nothing shown, or nothing measured now)', () => {
+    expect(grownSinceApproval(null, update(1_000_000, 1_000_000), T)).toBeNull();
+    expect(grownSinceApproval(10, { ok: false, reason: 'timed out' }, T)).toBeNull();
   });
 });

@@ -240,3 +240,28 @@ describe('per-source thresholds', () => {
     await patch({});
   });
 });
+
+describe('an approved write that grew', () => {
+  test('is not executed when it now writes far more rows than the approver was shown; an unchanged one runs', async () => {
+    // Fresh statistics: the rolled-back runs above left dead row versions that inflate every estimate alike.
+    await ww.direct((c) => c.query('vacuum analyze accounts'));
+    const q = await mcpQuery('update accounts set note = $1 where id > $2', ['g', 3500]);
+    expect(q.s).toMatchObject({ error: 'approval_required' });
+    const id = q.s.approval_id as number;
+    expect((await approval(id)).request_metadata.write_effect.exact_rows).toBe(1500);
+    // Before anyone decides, the same condition comes to match 5500 rows.
+    await ww.direct((c) => c.query("insert into accounts select g, false, '' from generate_series(5001, 9000) g; analyze accounts"));
+    const done = await ww.world.admin('POST', `/api/approvals/${id}/approve`, {});
+    expect(done.json).toMatchObject({ status: 'failed', executed: false });
+    expect((await approval(id)).status).toBe('failed');
+    expect(await scalar("select count(*) from accounts where note = 'g'")).toBe('0');
+    await ww.direct((c) => c.query('delete from accounts where id > 5000'));
+    await ww.direct((c) => c.query('vacuum analyze accounts'));
+
+    const same = await mcpQuery('update accounts set note = $1 where id > $2', ['g', 3500]);
+    const ran = await ww.world.admin('POST', `/api/approvals/${same.s.approval_id as number}/approve`, {});
+    expect(ran.json).toMatchObject({ status: 'executed', executed: true });
+    expect(await scalar("select count(*) from accounts where note = 'g'")).toBe('1500');
+    await ww.direct((c) => c.query("update accounts set note = '' where note = 'g'"));
+  });
+});
