@@ -7,77 +7,16 @@
 import type { RegisteredSource } from '../registry/sources.js';
 import { buildStructure, STRUCTURE_QUERY, type SourceStructure, type StructureProvider, type StructureRow } from '../governance/sql/structure.js';
 import type { PostgresExecutor } from './postgres-exec.js';
+import { PerSourceCache } from './source-cache.js';
 
 /** Relations read at most per load; a source past it is refused for statements with column rules (fail closed). */
 export const MAX_STRUCTURE_RELATIONS = 100_000;
 export const DEFAULT_STRUCTURE_TTL_MS = 30_000;
 
-interface Entry {
-  structure: SourceStructure;
-  source: RegisteredSource;
-  loadedAt: number;
-}
-
-interface Loading {
-  promise: Promise<SourceStructure>;
-  source: RegisteredSource;
-}
-
-export class SourceStructures implements StructureProvider<RegisteredSource> {
-  readonly #entries = new Map<string, Entry>();
-  readonly #loading = new Map<string, Loading>();
-  /** Advanced by invalidate(): a load that started before it answers its callers but is not kept. */
-  readonly #generation = new Map<string, number>();
-  readonly #load: (source: RegisteredSource) => Promise<SourceStructure>;
-  readonly #ttlMs: number;
-  /** Loads done (tests read it to see the cache work). */
-  loads = 0;
-
+/** The source structures of column governance: the per-source cache of a SourceStructure. */
+export class SourceStructures extends PerSourceCache<SourceStructure> implements StructureProvider<RegisteredSource> {
   constructor(opts: { load: (source: RegisteredSource) => Promise<SourceStructure>; ttlMs?: number }) {
-    this.#load = opts.load;
-    this.#ttlMs = opts.ttlMs ?? DEFAULT_STRUCTURE_TTL_MS;
-    if (!Number.isInteger(this.#ttlMs) || this.#ttlMs < 0) throw new RangeError('ttlMs must be a non-negative integer');
-  }
-
-  peek(sourceId: string): SourceStructure | null {
-    const e = this.#entries.get(sourceId);
-    if (!e || Date.now() - e.loadedAt >= this.#ttlMs) return null;
-    return e.structure;
-  }
-
-  current(source: RegisteredSource): SourceStructure | null {
-    const e = this.#entries.get(source.source_id);
-    return e && e.source === source && Date.now() - e.loadedAt < this.#ttlMs ? e.structure : null;
-  }
-
-  get(source: RegisteredSource): Promise<SourceStructure> {
-    // A reconfigured source (a new registry record) may point at another database: its structure is loaded again.
-    const cached = this.current(source);
-    if (cached !== null) return Promise.resolve(cached);
-    const running = this.#loading.get(source.source_id);
-    if (running && running.source === source) return running.promise;
-    const generation = this.#generation.get(source.source_id) ?? 0;
-    const startedAt = Date.now();
-    const promise = this.#load(source).then(
-      (structure) => {
-        this.loads++;
-        if (this.#loading.get(source.source_id)?.promise === promise) this.#loading.delete(source.source_id);
-        if ((this.#generation.get(source.source_id) ?? 0) === generation) this.#entries.set(source.source_id, { structure, source, loadedAt: startedAt });
-        return structure;
-      },
-      (err: unknown) => {
-        if (this.#loading.get(source.source_id)?.promise === promise) this.#loading.delete(source.source_id);
-        throw err;
-      },
-    );
-    this.#loading.set(source.source_id, { promise, source });
-    return promise;
-  }
-
-  invalidate(sourceId: string): void {
-    this.#generation.set(sourceId, (this.#generation.get(sourceId) ?? 0) + 1);
-    this.#entries.delete(sourceId);
-    this.#loading.delete(sourceId);
+    super({ load: opts.load, ttlMs: opts.ttlMs ?? DEFAULT_STRUCTURE_TTL_MS });
   }
 }
 

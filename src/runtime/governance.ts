@@ -13,7 +13,9 @@ import { loadSourceRoleContext } from '../store/repos/grants.js';
 import { PayloadCipher } from '../approvals/crypto.js';
 import { ApprovalIntake } from '../approvals/queue.js';
 import { notifierFor } from '../notify/index.js';
-import { SourceCallCatalog } from '../connectors/postgres-calls.js';
+import { DEFAULT_CALL_TRUST_TTL_MS, loadCallTrust } from '../connectors/postgres-calls.js';
+import { PerSourceCache } from '../connectors/source-cache.js';
+import type { CallTrust } from '../governance/sql/source-calls.js';
 import type { HttpPipelineDeps } from '../pipeline/http.js';
 import { perServices, type Services } from './services.js';
 import { loadPostgresStructure, SourceStructures } from '../connectors/postgres-structure.js';
@@ -128,6 +130,14 @@ async function createGovernanceRuntime(services: Services): Promise<GovernanceRu
       return loadPostgresStructure((await postgresRuntimeFor(services)).executor, source);
     },
   });
+  // What each source's own catalog says of the allowlisted calls (docs/governance/sql.md "Functions: deny by default").
+  const callTrust = new PerSourceCache<CallTrust>({
+    load: async (source) => {
+      const { postgresRuntimeFor } = await import('../connectors/postgres-runtime.js');
+      return loadCallTrust((await postgresRuntimeFor(services)).executor, source);
+    },
+    ttlMs: DEFAULT_CALL_TRUST_TTL_MS,
+  });
   const deps: HttpPipelineDeps = {
     config,
     log: log.child({ component: 'pipeline' }),
@@ -145,15 +155,10 @@ async function createGovernanceRuntime(services: Services): Promise<GovernanceRu
     cache,
     resolveSecretRef: (ref) => services.resolveSecretRef(ref),
     // Read through the process's shared upstream pools, built after this runtime (they need its egress check).
-    callTrust: (source) => callCatalog().trustFor(source),
-    callCatalogChanged: (sourceId) => calls?.invalidate(sourceId),
+    callTrust: (source) => callTrust.get(source),
+    callCatalogChanged: (sourceId) => callTrust.invalidate(sourceId),
     writeEffects: writeEffectsOf(services),
   };
-  let calls: SourceCallCatalog | null = null;
-  const callCatalog = (): SourceCallCatalog =>
-    (calls ??= new SourceCallCatalog(async () => {
-      const { postgresRuntimeFor } = await import('../connectors/postgres-runtime.js');
-      return (await postgresRuntimeFor(services)).executor;
-    }));
+
   return { pii, sql, rateLimiter, egress, circuits, generations, cache, cipher, deps };
 }

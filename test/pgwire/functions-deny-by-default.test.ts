@@ -14,6 +14,7 @@ let slack: FakeSlack;
 let agent: { id: number; key: string };
 let settingsReader: { id: number; key: string };
 let writer: { id: number; key: string };
+let ddl: { id: number; key: string };
 let dataDirectory: string;
 /** A session of someone else on the source, that pg_terminate_backend would end. */
 let bystander: pg.Client;
@@ -44,10 +45,12 @@ beforeAll(async () => {
     if (r.status !== 201) throw new Error(r.text);
   };
   await role('customers-orders', [{ operations: ['read'], tables: ['public.customers', 'public.orders'], approval: 'never' }]);
+  await role('ddl-now', [{ operations: ['ddl'], tables: ['*.*'], approval: 'never' }]);
   await role('settings-reader', [{ operations: ['read'], tables: ['public.customers'], approval: 'never', functions: ['current_setting'] }]);
   agent = await ww.world.agent('fn-agent', [{ source_id: ww.sourceId, role_key: 'customers-orders' }]);
   settingsReader = await ww.world.agent('fn-settings', [{ source_id: ww.sourceId, role_key: 'settings-reader' }]);
   writer = await ww.world.agent('fn-writer', [{ source_id: ww.sourceId, role_key: 'writer' }]);
+  ddl = await ww.world.agent('fn-ddl', [{ source_id: ww.sourceId, role_key: 'ddl-now' }]);
   await ww.world.policy({ name: 'writes of fn-writer need approval', conditions: { identity_ids: [writer.id], operations: ['write'] }, actions: { effect: 'require_approval' } });
   dataDirectory = await ww.direct(async (c) => (await c.query<{ d: string }>('show data_directory')).rows[0]!.d);
   bystander = await (async () => {
@@ -128,6 +131,18 @@ describe('refused calls (psql)', () => {
     expect(named.code, named.all).toBe(0);
     const other = await psql('fn-settings', settingsReader.key, `select pg_read_file('/etc/passwd')`);
     expect(other.stderr).toMatch(/ERROR:\s+42501/);
+  });
+});
+
+describe('the source catalog check', () => {
+  test('a shadowing overload created through the gateway is doubted from the next statement on, though the catalog was read before', async () => {
+    const before = await psql('fn-agent', agent.key, 'select length(name) as l from customers where id = 1');
+    expect(before.code, before.all).toBe(0);
+    const created = await psql('fn-ddl', ddl.key, 'create function public.length(integer) returns text language sql as $$ select value from secrets limit 1 $$');
+    expect(created.code, created.all).toBe(0);
+    const after = await psql('fn-agent', agent.key, 'select length(id) as l from customers where id = 1');
+    expect(after.stderr).toMatch(/ERROR:\s+42501/);
+    expect(after.all).not.toContain(SECRET);
   });
 });
 
