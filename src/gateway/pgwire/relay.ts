@@ -410,7 +410,8 @@ export class WireRelay {
     const runs = decisions.map((d) => this.#run(d.req, null));
     // Each write's intent is durable before the query goes upstream (docs/audit.md "Write intents"); a refusal throws here, before anything is sent.
     if (runs.some((r) => isWriteOperation(r.req.operation))) runs[0]!.req.audit.admit();
-    for (const r of runs) if (isWriteOperation(r.req.operation)) await recordWriteIntent(r.req);
+    // Together, so the intents of one query share one sync.
+    await Promise.all(runs.filter((r) => isWriteOperation(r.req.operation)).map((r) => recordWriteIntent(r.req)));
     for (const [i, d] of decisions.entries()) this.#forgetSqlNames(d.req, texts[i]!);
     this.#pending.push({ kind: 'query', runs, index: 0, localError: null });
     this.upstream.write(queryMessage(sql));
