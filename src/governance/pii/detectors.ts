@@ -341,11 +341,21 @@ const keyedValue: PiiDetector = {
 };
 
 /** The type a normalized field name gives a bare value (exact names and `customer_ssn`-style suffixes, not `ssn_count`). */
-export function keyedType(norm: string): 'ssn' | 'phone' | 'dob' | 'passport' | null {
-  for (const [type, names] of KEYED_NAMES) if (names.includes(norm)) return type;
-  for (const [suffix, type] of KEYED_SUFFIXES) if (norm.endsWith(suffix)) return type;
-  return null;
+export function keyedType(norm: string): KeyedType | null {
+  // Runs for every string under a key: names repeat, so each is classified once (bounded).
+  let type = keyedTypes.get(norm);
+  if (type === undefined) {
+    type = null;
+    for (const [t, names] of KEYED_NAMES) if (names.includes(norm)) type = t;
+    if (type === null) for (const [suffix, t] of KEYED_SUFFIXES) if (norm.endsWith(suffix)) type = t;
+    if (keyedTypes.size > 10_000) keyedTypes.clear();
+    keyedTypes.set(norm, type);
+  }
+  return type;
 }
+
+type KeyedType = 'ssn' | 'phone' | 'dob' | 'passport';
+const keyedTypes = new Map<string, KeyedType | null>();
 
 // Suffixes long or specific enough not to end unrelated words (`tel` ends `hotel`, `cell` ends `excell`).
 const KEYED_SUFFIXES: readonly (readonly [string, 'ssn' | 'phone' | 'dob' | 'passport'])[] = [
