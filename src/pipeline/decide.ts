@@ -201,7 +201,8 @@ const unmeasured = (reason: string) => ({ estimate: { ok: false as const, reason
 export const estimateWriteEffect: Stage = {
   name: 'write_estimate',
   run(req, deps) {
-    if (req.action.kind !== 'sql' || !mayQueue(req)) return;
+    // Reads (the hot path) leave at the first test, before anything is allocated.
+    if (req.action.kind !== 'sql' || req.sql!.operation !== 'write' || !mayQueue(req)) return;
     const sql = req.sql!;
     if (!needsWriteEstimate({ operation: sql.operation, statementKinds: sql.statements.map((s) => s.kind), traps: sql.traps, multiStatement: sql.multiStatement })) return;
     const port = deps.writeEffects;
