@@ -1,17 +1,12 @@
 // Deny-by-default calls (docs/governance/sql.md "Functions: deny by default"): statements nothing can allow, and the calls a role rule must name.
 import { GatehouseError } from '../errors/registry.js';
-import type { SqlClassified, TrapCode } from '../governance/sql/index.js';
+import type { SqlClassified } from '../governance/sql/index.js';
+import { UNCALLABLE_TRAPS } from '../governance/sql/allowlist.js';
 import type { GovernedRequest, PipelineDeps } from './context.js';
-
-/** Statements whose code the gateway cannot see and no name could allow: an anonymous block, a statement type it does not know. */
-const UNCALLABLE: ReadonlyMap<TrapCode, string> = new Map([
-  ['do_block', 'DO blocks are not allowed through the gateway: their code is invisible to governance. Put it in a function a source role names.'],
-  ['unknown_statement', 'This kind of statement is not known to the gateway and is not allowed.'],
-]);
 
 export function refuseUncallable(req: GovernedRequest, sql: SqlClassified): void {
   for (const trap of sql.traps) {
-    const message = UNCALLABLE.get(trap);
+    const message = UNCALLABLE_TRAPS.get(trap);
     if (message === undefined) continue;
     req.audit.addReason(`${trap} refused`);
     throw new GatehouseError('forbidden', message);

@@ -3,6 +3,7 @@ import { z } from 'zod';
 import { evaluate, HTTP_METHODS, OPERATIONS } from '../governance/policy/index.js';
 import type { CompiledPolicySet, Decision, Operation } from '../governance/policy/index.js';
 import { sourceRoleDecision } from '../governance/source-roles.js';
+import { UNCALLABLE_TRAPS } from '../governance/sql/allowlist.js';
 import type { SourceRoleDecision, SourceRoleRequest } from '../governance/source-roles.js';
 import type { SqlClassification } from '../governance/sql/types.js';
 import { GatehouseError } from '../errors/registry.js';
@@ -135,7 +136,12 @@ export async function dryRun(deps: DryRunDeps, req: DryRunRequest): Promise<DryR
   }
 
   const ctx = await loadSourceRoleContext(deps.db, identity.id, req.source_id);
-  const roleDecision = sourceRoleDecision({ source_id: req.source_id, identity_id: identity.id, grants: ctx?.grants ?? [], roles: ctx?.roles ?? [], now: deps.now?.() ?? new Date() }, roleRequest);
+  // DO and unknown statement kinds are refused whatever the grants, as every front door does (pipeline/calls.ts).
+  const uncallable = sqlReport?.traps?.map((t) => UNCALLABLE_TRAPS.get(t)).find((m) => m !== undefined);
+  const roleDecision: SourceRoleDecision =
+    uncallable !== undefined
+      ? { allowed: false, reason: uncallable }
+      : sourceRoleDecision({ source_id: req.source_id, identity_id: identity.id, grants: ctx?.grants ?? [], roles: ctx?.roles ?? [], now: deps.now?.() ?? new Date() }, roleRequest);
   const decision = evaluate(set, {
     identity: { id: identity.id, roles: identity.roles, team: identity.team },
     source_id: req.source_id,

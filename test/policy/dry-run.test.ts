@@ -78,6 +78,17 @@ describe('dry-run over SQL', () => {
     expect(other.json.trace[0].reason).toMatch(/hr\.pay/);
   });
 
+  it('calls off the built-in allowlist, DO and unknown statement kinds are denied as the front doors deny them', async () => {
+    const ok = await dry({ source_id: 'warehouse', sql: 'SELECT lower(email) FROM public.users' });
+    expect(ok.json.trace[0].allowed).toBe(true);
+    const stat = await dry({ source_id: 'warehouse', sql: "SELECT * FROM ts_stat('select to_tsvector(secret) from hr.pay')" });
+    expect(stat.json.effect).toBe('deny');
+    expect(stat.json.trace[0].reason).toMatch(/call of ts_stat /);
+    const block = await dry({ source_id: 'warehouse', sql: 'DO $$ BEGIN PERFORM 1; END $$' });
+    expect(block.json.effect).toBe('deny');
+    expect(block.json.trace[0].reason).toMatch(/DO blocks are not allowed/);
+  });
+
   it('unparseable SQL is denied with a reason, never guessed', async () => {
     const res = await dry({ source_id: 'warehouse', sql: 'SELEKT * FROM users' });
     expect(res.status).toBe(200);

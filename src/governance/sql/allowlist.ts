@@ -180,6 +180,15 @@ export const BUILTIN_CAST_TYPES: ReadonlySet<string> = new Set([
   'regprocedure', 'regrole', 'regtype',
 ]);
 
+/**
+ * Statements whose code the gateway cannot see and no name in a role could allow: an anonymous block, a statement type
+ * the classifier does not know. Every front door (and the policy dry-run) refuses them.
+ */
+export const UNCALLABLE_TRAPS: ReadonlyMap<string, string> = new Map([
+  ['do_block', 'DO blocks are not allowed through the gateway: their code is invisible to governance. Put it in a function a source role names.'],
+  ['unknown_statement', 'This kind of statement is not known to the gateway and is not allowed.'],
+]);
+
 /** What a statement calls, as written: functions (and procedures), operators, and cast target types. */
 export type CallKind = 'function' | 'operator' | 'cast';
 
