@@ -202,6 +202,22 @@ interface Waiter {
   resolve(conn: UpstreamConnection): void;
   reject(err: unknown): void;
   timer: NodeJS.Timeout;
+  since: number;
+}
+
+/** What /stats shows of one source's pool: its size, and how often and how long sessions waited for a connection. */
+export interface SourcePoolStats {
+  source_id: string;
+  max: number;
+  open: number;
+  idle: number;
+  waiting: number;
+  /** Acquisitions that found every connection busy and waited. */
+  waits: number;
+  /** Waits that ended in 53300 (no connection freed within the wait). */
+  wait_timeouts: number;
+  wait_ms_total: number;
+  wait_ms_max: number;
 }
 
 /** One source's pool: at most `pool_max` connections, idle ones reused, waiters served in order. */
@@ -209,7 +225,23 @@ class SourcePool {
   readonly idle: UpstreamConnection[] = [];
   readonly waiters: Waiter[] = [];
   size = 0;
+  waits = 0;
+  waitTimeouts = 0;
+  waitMsTotal = 0;
+  waitMsMax = 0;
   constructor(readonly fingerprint: string, readonly config: PostgresConfig) {}
+
+  /** The next waiter, its wait counted; undefined when none waits. */
+  nextWaiter(): Waiter | undefined {
+    const w = this.waiters.shift();
+    if (w) {
+      clearTimeout(w.timer);
+      const ms = Date.now() - w.since;
+      this.waitMsTotal += ms;
+      this.waitMsMax = Math.max(this.waitMsMax, ms);
+    }
+    return w;
+  }
 }
 
 function sanitizer(config: PostgresConfig, password: string | null, address: string): (text: string) => string {
@@ -253,7 +285,7 @@ export class UpstreamPools {
       if (!c.broken) return c;
       pool.size--;
     }
-    if (pool.size < Math.min(pool.config.pool_max, this.deps.maxPerSource ?? Infinity)) {
+    if (pool.size < this.#max(pool)) {
       pool.size++;
       try {
         return await this.#connect(source.source_id, pool.config);
@@ -262,17 +294,47 @@ export class UpstreamPools {
         throw err;
       }
     }
+    const max = this.#max(pool);
+    const waitMs = Math.min(pool.config.connect_timeout_ms, this.deps.connectTimeoutMs);
+    pool.waits++;
     return new Promise<UpstreamConnection>((resolve, reject) => {
       const waiter: Waiter = {
         resolve,
         reject,
+        since: Date.now(),
         timer: setTimeout(() => {
           pool.waiters.splice(pool.waiters.indexOf(waiter), 1);
-          reject(new GatehouseError('unavailable', 'All upstream connections of this source are in use.', { details: { sqlstate: '53300' } }));
-        }, Math.min(pool.config.connect_timeout_ms, this.deps.connectTimeoutMs)),
+          pool.waitTimeouts++;
+          pool.waitMsTotal += waitMs;
+          pool.waitMsMax = Math.max(pool.waitMsMax, waitMs);
+          const message =
+            this.deps.maxPerSource === undefined
+              ? `All ${max} upstream connections of source "${source.source_id}" are in use (waited ${waitMs} ms). Raise the source's connection_config.pool_max (now ${max}, at most 100) or open fewer concurrent sessions.`
+              : `All ${max} upstream connections of source "${source.source_id}" are in use (waited ${waitMs} ms).`;
+          reject(new GatehouseError('unavailable', message, { details: { sqlstate: '53300' } }));
+        }, waitMs),
       };
       pool.waiters.push(waiter);
     });
+  }
+
+  #max(pool: SourcePool): number {
+    return Math.min(pool.config.pool_max, this.deps.maxPerSource ?? Infinity);
+  }
+
+  /** Each source pool's size and waits, for /stats. */
+  stats(): SourcePoolStats[] {
+    return [...this.#pools].map(([sourceId, p]) => ({
+      source_id: sourceId,
+      max: this.#max(p),
+      open: p.size,
+      idle: p.idle.length,
+      waiting: p.waiters.length,
+      waits: p.waits,
+      wait_timeouts: p.waitTimeouts,
+      wait_ms_total: p.waitMsTotal,
+      wait_ms_max: p.waitMsMax,
+    }));
   }
 
   /** Resets the session (open transaction, role, settings, prepared statements, temp objects) before reuse; a connection that cannot be reset is closed. */
@@ -295,9 +357,8 @@ export class UpstreamPools {
       conn.destroy();
       pool.size--;
       // A freed slot lets a waiter connect anew.
-      const w = pool.waiters.shift();
+      const w = pool.nextWaiter();
       if (w) {
-        clearTimeout(w.timer);
         pool.size++;
         this.#connect(conn.sourceId, pool.config).then(w.resolve, (err: unknown) => {
           pool.size--;
@@ -306,11 +367,9 @@ export class UpstreamPools {
       }
       return;
     }
-    const w = pool.waiters.shift();
-    if (w) {
-      clearTimeout(w.timer);
-      w.resolve(conn);
-    } else pool.idle.push(conn);
+    const w = pool.nextWaiter();
+    if (w) w.resolve(conn);
+    else pool.idle.push(conn);
   }
 
   async #connect(sourceId: string, config: PostgresConfig): Promise<UpstreamConnection> {

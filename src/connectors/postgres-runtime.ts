@@ -9,10 +9,18 @@ export interface PostgresRuntime {
   readonly executor: PostgresExecutor;
   /** Measures writes before they run, on a pool of its own (at most MEASURE_CONNECTIONS per source). */
   readonly writeEffects: PostgresWriteEffects;
+  /**
+   * Reads the source's catalogs (structure for column resolution, functions for the allowlist) on a pool of its own
+   * (at most CATALOG_CONNECTIONS per source): a statement's decision needs them while every connection of the
+   * sessions' pool may be held by open sessions, one of them the session waiting for that decision.
+   */
+  readonly catalog: PostgresExecutor;
 }
 
 /** Connections per source for measuring writes: wire sessions holding all of pool_max must not starve it. */
 const MEASURE_CONNECTIONS = 2;
+/** Connections per source for catalog reads (see PostgresRuntime.catalog). */
+const CATALOG_CONNECTIONS = 2;
 
 async function createPostgresRuntime(services: Services): Promise<PostgresRuntime> {
   const governance = await buildGovernanceRuntime(services);
@@ -29,8 +37,10 @@ async function createPostgresRuntime(services: Services): Promise<PostgresRuntim
   const measurePools = new UpstreamPools({ ...poolDeps, maxPerSource: MEASURE_CONNECTIONS });
   services.onClose(() => pools.close());
   services.onClose(() => measurePools.close());
+  const catalogPools = new UpstreamPools({ ...poolDeps, maxPerSource: CATALOG_CONNECTIONS });
+  services.onClose(() => catalogPools.close());
   const writeEffects = new PostgresWriteEffects(new PostgresExecutor(measurePools, governance.pii), services.log.child({ component: 'write-effects' }));
-  return { pools, executor: new PostgresExecutor(pools, governance.pii), writeEffects };
+  return { pools, executor: new PostgresExecutor(pools, governance.pii), writeEffects, catalog: new PostgresExecutor(catalogPools, governance.pii) };
 }
 
 /** Built once per services: two front doors with their own pools would each hold up to `pool_max` connections to the same source. */

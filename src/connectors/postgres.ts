@@ -28,7 +28,9 @@ export const postgresConfigSchema = z
     ssl_ca_file: z.string().min(2).max(4096).startsWith('/', 'must be an absolute path').optional(),
     connect_timeout_ms: z.number().int().min(100).max(60_000).default(5_000),
     statement_timeout_ms: z.number().int().min(100).max(3_600_000).default(30_000),
-    pool_max: z.number().int().min(1).max(100).default(5),
+    // Sized for an ordinary client pool (node-postgres's Pool holds 10, most ORMs 10-20) per source, well under
+    // PostgreSQL's default max_connections of 100: docs/decisions/0007-upstream-pool-size.md.
+    pool_max: z.number().int().min(1).max(100).default(20),
     /** Risk by effect (docs/approvals.md): a write measured above these thresholds is high risk and waits for approval under `by_risk`. */
     write_risk: z
       .strictObject({

@@ -5,6 +5,7 @@ import { GatehouseError } from '../errors/registry.js';
 import { StoreUnavailableError } from '../store/errors.js';
 import type { Services } from '../runtime/services.js';
 import type { GovernanceRuntime } from '../runtime/governance.js';
+import { postgresRuntimeFor } from '../connectors/postgres-runtime.js';
 
 export function registerStatsRoute(app: FastifyInstance, services: Services, governance: GovernanceRuntime): void {
   let active = 0;
@@ -28,7 +29,10 @@ export function registerStatsRoute(app: FastifyInstance, services: Services, gov
       if (!admin) await governance.deps.authenticate(header);
     }
     const sources = services.registry.list();
+    // The PostgreSQL sources' connection pools of this process (wire sessions, MCP query, approvals): size and waits.
+    const postgres = await postgresRuntimeFor(services);
     return {
+      upstream_pools: postgres.pools.stats(),
       cache: governance.cache.stats(),
       connections: { active },
       sources: { registered: sources.length, enabled: sources.filter((s) => s.enabled).length },

@@ -127,14 +127,14 @@ async function createGovernanceRuntime(services: Services): Promise<GovernanceRu
   const structures = new SourceStructures({
     load: async (source) => {
       const { postgresRuntimeFor } = await import('../connectors/postgres-runtime.js');
-      return loadPostgresStructure((await postgresRuntimeFor(services)).executor, source);
+      return loadPostgresStructure((await postgresRuntimeFor(services)).catalog, source);
     },
   });
   // What each source's own catalog says of the allowlisted calls (docs/governance/sql.md "Functions: deny by default").
   const callTrust = new PerSourceCache<CallTrust>({
     load: async (source) => {
       const { postgresRuntimeFor } = await import('../connectors/postgres-runtime.js');
-      return loadCallTrust((await postgresRuntimeFor(services)).executor, source);
+      return loadCallTrust((await postgresRuntimeFor(services)).catalog, source);
     },
     ttlMs: DEFAULT_CALL_TRUST_TTL_MS,
   });
