@@ -3,6 +3,7 @@ import fc from 'fast-check';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { SqlClassifier, initSqlParser, type SqlClassified } from '../../../src/governance/sql/index.js';
 import { sourceRoleDecision, roleRulesSchema, type SourceRole } from '../../../src/governance/source-roles.js';
+import { callTrustFromCatalog } from '../../../src/governance/sql/source-calls.js';
 
 let classifier: SqlClassifier;
 
@@ -184,5 +185,35 @@ describe('a role rule names a call', () => {
     for (const good of ['f', 'public.f', 'db.public.f', 'public.===', 'nextval']) {
       expect(roleRulesSchema.safeParse({ sql: [{ operations: ['read'], tables: ['*.*'], functions: [good] }] }).success, good).toBe(true);
     }
+  });
+});
+
+describe('the source catalog narrows, never widens', () => {
+  const judge = (sql: string, rows: Parameters<typeof callTrustFromCatalog>[0]) => {
+    const trust = callTrustFromCatalog(rows);
+    return classify(sql).calls.filter((c) => !trust.trusted(c)).map((c) => c.name).sort();
+  };
+  const builtins = (extra: Parameters<typeof callTrustFromCatalog>[0] = []) => [
+    ...['lower', 'upper', 'length', 'now', 'ts_stat'].map((name) => ({ kind: 'function' as const, name, builtin: true, volatility: name === 'now' ? 's' : 'i' })),
+    ...extra,
+  ];
+
+  it('doubts an allowlisted name defined outside pg_catalog, in every spelling', () => {
+    const rows = builtins([{ kind: 'function', name: 'length', builtin: false, volatility: 'v' }]);
+    expect(judge('select length(name), pg_catalog.length(name), upper(name) from customers', rows)).toEqual(['length', 'pg_catalog.length']);
+  });
+
+  it('doubts a built-in more volatile than its family, or one the source lacks', () => {
+    const rows = builtins().map((r) => (r.name === 'lower' ? { ...r, volatility: 'v' } : r)).filter((r) => r.name !== 'upper');
+    expect(judge('select lower(name), upper(name), length(name) from customers', rows)).toEqual(['lower', 'upper']);
+  });
+
+  it('doubts an operator symbol or a cast type also defined outside pg_catalog', () => {
+    const rows = builtins([{ kind: 'operator', name: '=', builtin: false, volatility: null }, { kind: 'cast', name: 'text', builtin: false, volatility: null }]);
+    expect(judge("select 1 from customers where id = 1 and name::text <> 'x' and id + 1 > 2", rows)).toEqual(['=', 'text']);
+  });
+
+  it('never trusts what the allowlist refuses, whatever the catalog says', () => {
+    expect(judge("select * from ts_stat('select 1')", builtins())).toEqual(['ts_stat']);
   });
 });
