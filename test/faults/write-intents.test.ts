@@ -102,7 +102,7 @@ it('every write cut by SIGKILL after it reached the upstream has an entry, with 
   ]);
 });
 
-it('every SQL write on the wire cut by SIGKILL while at the source database has an entry after the restart', { timeout: 59_000 }, async () => {
+it('every SQL write on the wire cut by SIGKILL while at the source database (three seen waiting there) has an entry after the restart', { timeout: 59_000 }, async () => {
   // One gateway per directory (its spool): the previous test's goes first.
   await running?.stop('SIGTERM');
   running = await startCli(['start'], { env: env(), cwd });
@@ -134,13 +134,16 @@ it('every SQL write on the wire cut by SIGKILL while at the source database has 
   }, 10_000, 'wire source registered', 200);
   clients = [...clients, await connect(), await connect()];
 
-  // A lock held directly on the source keeps the three inserts waiting there, already sent by the gateway.
+  // An uncommitted insert of the same keys, made directly on the source, keeps the three inserts waiting there,
+  // already sent by the gateway (a row wait: the gateway's own planning of the statement is not held up).
   const locker = await sqlSource.connect();
+  locker.on('error', () => undefined);
   await locker.query('begin');
-  await locker.query('lock table notes in exclusive mode');
-  for (const [i, c] of clients.entries()) c.query('insert into notes (body) values ($1)', [`cut-${i}`]).catch(() => undefined);
+  await locker.query("insert into notes (id, body) values (1001, 'held'), (1002, 'held'), (1003, 'held')");
+  for (const [i, c] of clients.entries()) c.query('insert into notes (id, body) values ($1, $2)', [1001 + i, `cut-${i}`]).catch(() => undefined);
   // Watched from outside the locking transaction: activity statistics are a snapshot per transaction.
   const watcher = await sqlSource.connect();
+  watcher.on('error', () => undefined);
   await waitFor(async () => {
     const r = await watcher.query("select count(*)::int as n from pg_stat_activity where datname = current_database() and query like 'insert into notes%' and wait_event_type = 'Lock'");
     return (r.rows[0] as { n: number }).n === 3;
@@ -148,9 +151,9 @@ it('every SQL write on the wire cut by SIGKILL while at the source database has 
   await watcher.end();
   await running.stop('SIGKILL');
   running = null;
-  // The source finishes them: each write really happened.
-  await locker.query('commit');
-  await waitFor(async () => (await locker.query('select count(*)::int as n from notes')).rows[0].n === 3, 10_000, 'writes committed at the source', 50);
+  // Whether each insert commits now depends on whether its Sync reached the source before the gateway died:
+  // the outcome is really unknown, which is what the entries must say. What is known is that all three arrived.
+  await locker.query('rollback');
   await locker.end();
   expect(await auditRows(`operation = 'write'`, 'pgwire', 'sqlsrc')).toEqual([]);
 
