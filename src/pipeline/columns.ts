@@ -188,3 +188,25 @@ export function auditColumns(req: GovernedRequest, redactedByProvenance: readonl
   if (reason !== null) req.audit.addReason(reason);
   if (redactedByProvenance.length > 0) req.audit.addReason(`redacted by provenance: ${redactedByProvenance.slice(0, AUDIT_COLUMNS_MAX).join(', ')}`);
 }
+
+/**
+ * A write may not store a redacted column's value in a column that is not redacted itself (`insert into notes select
+ * ssn …`, `update t set name = email`): it would be readable in clear afterwards. Checked after policy, when the
+ * redaction obligations are known; refused with 42501 naming both columns.
+ */
+export function refuseRedactedCopies(req: GovernedRequest): void {
+  const redact = req.policyDecision?.obligations.redact_columns ?? [];
+  const analysis = req.columnAnalysis;
+  if (redact.length === 0 || analysis === undefined) return;
+  const m = compileColumnGlobs(redact.map((g) => g.toLowerCase()));
+  const redacted = (c: string) => m(c.toLowerCase());
+  for (const s of analysis.statements) {
+    for (const copy of s.copies) {
+      if (redacted(copy.target)) continue;
+      const source = [...copy.sources.columns].find(redacted);
+      if (source === undefined) continue;
+      req.audit.addReason(`redacted column copied: ${source} into ${copy.target}`);
+      throw new GatehouseError('forbidden', `A policy redacts column ${source}; a write cannot store it in ${copy.target}, which is not redacted.`);
+    }
+  }
+}

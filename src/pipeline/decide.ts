@@ -8,7 +8,7 @@ import type { GovernedRequest, PipelineDeps, Stage } from './context.js';
 import { isWriteOperation } from './context.js';
 import { refuseUncallable, untrustedCalls } from './calls.js';
 import { AUDIT_ARRAY_MAX, boundedAuditText } from '../audit/entry.js';
-import { deniedColumns, resolveColumns } from './columns.js';
+import { deniedColumns, refuseRedactedCopies, resolveColumns } from './columns.js';
 
 const HTTP_METHODS = new Set(['GET', 'POST', 'PUT', 'PATCH', 'DELETE']);
 const EFFECT_RANK: Readonly<Record<Decision['effect'], number>> = { allow: 0, require_approval: 1, deny: 2 };
@@ -160,6 +160,7 @@ export const applyPolicy: Stage = {
       }
       throw new GatehouseError('forbidden', 'A policy denies this request.');
     }
+    if (req.action.kind === 'sql') refuseRedactedCopies(req);
   },
 };
 

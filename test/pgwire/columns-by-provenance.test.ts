@@ -190,6 +190,44 @@ describe('side channels of a statement that reads a redacted column', () => {
   });
 });
 
+describe('a write cannot launder a redacted value into a column read in clear', () => {
+  let writer: { id: number; key: string };
+  let writerMcp: Client;
+  beforeAll(async () => {
+    const role = await ww.world.admin('POST', `/api/data-sources/${ww.sourceId}/roles`, {
+      role_key: 'customers-writer',
+      rules: { sql: [{ operations: ['read', 'write'], tables: ['public.customers', 'public.orders'], approval: 'never' }] },
+    });
+    expect(role.status, role.text).toBeLessThan(300);
+    writer = await ww.world.agent('cols-writer', [{ source_id: ww.sourceId, role_key: 'customers-writer' }]);
+    await ww.world.policy({ name: 'redact for writer', conditions: { identity_ids: [writer.id] }, actions: { effect: 'allow', redact_columns: ['ssn', 'email', 'internal_note'] } });
+    writerMcp = new Client({ name: 'cols-writer', version: '1.0.0' });
+    await writerMcp.connect(new StreamableHTTPClientTransport(new URL(`${ww.world.svc.gatewayUrl}/mcp`), { requestInit: { headers: { authorization: `Bearer ${writer.key}` } } }));
+  });
+  afterAll(async () => writerMcp?.close());
+
+  test.each([
+    "update customers set name = email where id = 1",
+    'insert into orders (id, customer_id, total) select id + 100, id, length(ssn) from customers',
+    "update customers set name = (select internal_note from customers c2 where c2.id = 2) where id = 1",
+  ])('psql and mcp: %s', async (sql) => {
+    const r = await ww.psql('cols-writer', writer.key, ['-A', '-v', 'VERBOSITY=verbose', '-c', sql]);
+    expect(r.code).not.toBe(0);
+    expect(r.stderr).toContain('42501');
+    expect(r.stderr).toMatch(/cannot store it in public\.(customers\.name|orders\.total)/);
+    const m = await writerMcp.callTool({ name: 'query', arguments: { source_id: ww.sourceId, sql } });
+    expect(m.isError).toBe(true);
+    const names = await ww.direct(async (c) => (await c.query('select name from customers order by id')).rows.map((x) => x.name));
+    expect(names).toEqual(['Ada', 'Bob']);
+    expect(await ww.direct(async (c) => (await c.query('select count(*)::int as n from orders where id >= 100')).rows[0].n)).toBe(0);
+  });
+
+  test('a redacted column may be rewritten in place', async () => {
+    const r = await ww.psql('cols-writer', writer.key, ['-c', 'update customers set email = lower(email) where id = 1']);
+    expect(r.code, r.stderr).toBe(0);
+  });
+});
+
 describe('what feeds no protected column stays in clear', () => {
   test('psql and mcp: plain, computed and joined columns of allowed data', async () => {
     const sql = 'select c.id, upper(c.name) as n, o.total from customers c join orders o on o.customer_id = c.id order by c.id';

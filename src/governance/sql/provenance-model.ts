@@ -22,6 +22,13 @@ export interface StatementColumns {
   readonly outputs: readonly OutputColumn[] | null;
   /** What could not be resolved (relation names, failed view definitions): callers fail closed. */
   readonly unresolved: readonly string[];
+  /** Per column a write stores (`schema.table.column`, or `schema.table.*` when unknown): what its value is computed from. */
+  readonly copies: readonly ColumnCopy[];
+}
+
+export interface ColumnCopy {
+  readonly target: string;
+  readonly sources: Provenance;
 }
 
 export const EMPTY: Provenance = Object.freeze({ columns: new Set<string>(), unknown: false });

@@ -15,7 +15,7 @@ import { guardedParse } from './parser.js';
 import type { SourceStructure, StructureRelation } from './structure.js';
 import {
   EMPTY, MAX_VIEW_DEPTH, MULTI_COLUMN_FUNCTIONS, UNKNOWN, aliasOf, asArray, findCte, findIn, isObj, outputName, renamed, signature, starOf, str, stringNode, union, unionAll, wholeOf,
-  type Cte, type Item, type Json, type Level, type Provenance, type QueryResult, type RelCol, type StatementColumns,
+  type ColumnCopy, type Cte, type Item, type Json, type Level, type Provenance, type QueryResult, type RelCol, type StatementColumns,
 } from './provenance-model.js';
 
 export { union, type OutputColumn, type Provenance, type StatementColumns } from './provenance-model.js';
@@ -27,6 +27,7 @@ class Analyzer {
   readonly reads = new Set<string>();
   readonly relations = new Set<string>();
   readonly unresolved = new Set<string>();
+  readonly copies: ColumnCopy[] = [];
 
   constructor(
     private readonly structure: SourceStructure,
@@ -165,27 +166,58 @@ class Analyzer {
       }
       for (const alias of rowNames) level.items.push({ ...target, alias, children: [] });
     }
+    const table = level.items[0]?.qualified ?? '?';
     let assigned = EMPTY;
     if (kind === 'insert') {
       if (s.selectStmt !== undefined) {
         const r = this.statement(s.selectStmt, parent);
         assigned = r.outputs === null ? UNKNOWN : unionAll(r.outputs.map((o) => o.prov));
+        this.positional(table, level.items[0] ?? null, s.cols, r.outputs, assigned);
       }
-      assigned = union(assigned, this.expr(s.onConflictClause, level));
+      if (isObj(s.onConflictClause)) {
+        assigned = union(assigned, this.expr(s.onConflictClause, level));
+        this.assignments(table, s.onConflictClause.targetList, level);
+      }
     }
     if (kind === 'update') this.from(s.fromClause, level);
     if (kind === 'delete') this.from(s.usingClause, level);
     if (kind === 'merge') this.from([s.sourceRelation], level);
     assigned = union(assigned, this.expr(s.targetList, level));
+    if (kind === 'update') this.assignments(table, s.targetList, level);
     this.expr(s.whereClause, level);
     this.expr(s.joinCondition, level);
     assigned = union(assigned, this.expr(s.mergeWhenClauses, level));
+    for (const w of asArray(s.mergeWhenClauses)) {
+      const c = isObj(w) && isObj(w.MergeWhenClause) ? w.MergeWhenClause : null;
+      if (c === null) continue;
+      if (c.commandType === 'CMD_UPDATE') this.assignments(table, c.targetList, level);
+      if (c.commandType === 'CMD_INSERT') {
+        const values = asArray(c.values).map((v) => ({ name: '?', prov: this.expr(v, level) }));
+        this.positional(table, level.items[0] ?? null, c.targetList, values, unionAll(values.map((v) => v.prov)));
+      }
+    }
     // RETURNING shows the stored values: what was assigned may flow into any returned column.
     // PostgreSQL 18 holds RETURNING in `returningClause.exprs` (with OLD/NEW aliases); older trees in `returningList`.
     const list = isObj(s.returningClause) ? asArray(s.returningClause.exprs) : asArray(s.returningList);
     if (isObj(s.returningClause) && isObj(s.returningClause.options)) this.expr(s.returningClause.options, level);
     const returning = list.length > 0 ? this.targets(list, level) : [];
     return { outputs: returning === null ? null : returning.map((c) => ({ name: c.name, prov: union(c.prov, assigned) })) };
+  }
+
+  /** `SET col = expr` (UPDATE, ON CONFLICT DO UPDATE, MERGE … UPDATE): each column stores what its expression reads. */
+  private assignments(table: string, list: unknown, level: Level): void {
+    for (const t of asArray(list)) {
+      if (!isObj(t) || !isObj(t.ResTarget)) continue;
+      this.copies.push({ target: `${table}.${str(t.ResTarget.name) ?? '*'}`, sources: this.expr(t.ResTarget.val, level) });
+    }
+  }
+
+  /** `INSERT (cols) SELECT/VALUES …`: column i stores output i; an unknown width stores everything in every column. */
+  private positional(table: string, target: Item | null, cols: unknown, outputs: readonly RelCol[] | null, all: Provenance): void {
+    const named = asArray(cols).map((c) => (isObj(c) && isObj(c.ResTarget) ? str(c.ResTarget.name) : null));
+    const names = named.length > 0 ? named : (target?.columns?.map((c) => c.name) ?? ['*']);
+    const aligned = outputs !== null && outputs.length === names.length;
+    names.forEach((n, i) => this.copies.push({ target: `${table}.${n ?? '*'}`, sources: aligned ? outputs[i]!.prov : all }));
   }
 
   // ---- FROM ----
@@ -562,6 +594,7 @@ export function analyzeStatement(stmt: unknown, structure: SourceStructure): Sta
     relations: Object.freeze([...a.relations]),
     outputs: r.outputs === null ? null : Object.freeze(r.outputs.map((o) => Object.freeze({ name: o.name === '?column?' || o.name === '?' ? null : o.name, sources: o.prov }))),
     unresolved: Object.freeze([...a.unresolved]),
+    copies: Object.freeze(a.copies),
   });
 }
 

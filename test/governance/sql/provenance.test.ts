@@ -89,6 +89,13 @@ describe('outputs: what feeds each result column', () => {
     expect(fed('insert into orders (id, total) select id, ssn::numeric from customers returning total')).toEqual([['public.customers.id', 'public.customers.ssn', 'public.orders.total']]);
   });
 
+  test('writes say what each stored column is computed from', () => {
+    const copies = (sql: string) => analyze(sql).copies.map((c) => [c.target, [...c.sources.columns].sort()]);
+    expect(copies("update customers set name = email, id = 1")).toEqual([['public.customers.name', ['public.customers.email']], ['public.customers.id', []]]);
+    expect(copies('insert into orders (id, total) select id, ssn::numeric from customers')).toEqual([['public.orders.id', ['public.customers.id']], ['public.orders.total', ['public.customers.ssn']]]);
+    expect(copies("insert into orders values (1, 2, 3)").map((c) => c[0])).toEqual(['public.orders.id', 'public.orders.customer_id', 'public.orders.total']);
+  });
+
   test('an unknown relation is unresolved and leaves the width unknown', () => {
     const a = analyze('select * from nowhere');
     expect(a.unresolved).toEqual(['relation public.nowhere']);
