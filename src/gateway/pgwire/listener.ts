@@ -36,6 +36,8 @@ import { SCRAM_MECHANISM, ScramFailure, ScramServer, decoyVerifier } from './scr
 import { IdentityRefresher, errorFieldsOf } from './decide.js';
 import { encodingKey, isUtf8EncodingName } from '../../governance/sql/functions.js';
 import { WireRelay } from './relay.js';
+import { startupSettings } from './startup-settings.js';
+import { postgresConfigSchema } from '../../connectors/postgres.js';
 import { uuidv7 } from '../../util/uuidv7.js';
 
 export interface WireListenerDeps {
@@ -49,12 +51,6 @@ export interface WireListenerDeps {
   revocations: KeyRevocationFeed | null;
 }
 
-/**
- * Client startup parameters applied to the upstream session; anything else (notably `options`) is ignored.
- * client_encoding is not among them: upstream sessions are UTF8, the encoding the gateway reads statements in
- * (connectors/postgres-exec.ts), and a client asking for another is refused (clientEncodingProblem).
- */
-const FORWARDED_STARTUP = ['application_name', 'DateStyle', 'TimeZone', 'IntervalStyle', 'extra_float_digits'];
 
 /**
  * Why a startup client_encoding cannot be served, or null. UTF8 is what the gateway reads; SQL_ASCII (libpq's choice in
@@ -360,11 +356,16 @@ class WireConnection {
       });
     }
     const identity = this.#identity!;
+    // The client's startup settings (its parameters and `options`), refused before any upstream work when one could
+    // escape governance; client_encoding was checked at startup (clientEncodingProblem).
+    const config = postgresConfigSchema.safeParse(source.connection_config);
+    const settings = startupSettings(this.#params, config.success ? config.data.statement_timeout_ms : 0);
+    if (!settings.ok) return this.#fatal(settings.error);
     try {
       this.#upstream = await deps.pools.acquire(source);
       if (identity.mapped_pg_role) await this.#upstream.simple(`SET ROLE ${quoteIdent(identity.mapped_pg_role)}`);
-      const sets = FORWARDED_STARTUP.filter((k) => typeof this.#params[k] === 'string' && this.#params[k]!.length <= 256).map((k) => `SET ${quoteIdent(k)} = ${quoteLiteral(this.#params[k]!)}`);
-      if (sets.length > 0) await this.#upstream.simple(sets.join('; '));
+      // One statement, so an unknown setting fails the login with PostgreSQL's own error (42704), as it would there.
+      await this.#upstream.simple(settings.settings.map(([k, v]) => `SET ${quoteIdent(k)} = ${quoteLiteral(v)}`).join('; '));
     } catch (err) {
       if (this.#upstream) await deps.pools.release(this.#upstream).catch(() => undefined);
       this.#upstream = null;
