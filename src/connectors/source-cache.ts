@@ -68,6 +68,14 @@ export class PerSourceCache<T> {
     return promise;
   }
 
+  /** Loads again when the cached value is older than `minAgeMs` (or absent); otherwise answers it. */
+  refresh(source: RegisteredSource, minAgeMs: number): Promise<T> {
+    const e = this.#entries.get(source.source_id);
+    if (e && e.source === source && Date.now() - e.loadedAt < Math.min(minAgeMs, this.#ttlMs)) return Promise.resolve(e.value);
+    this.invalidate(source.source_id);
+    return this.get(source);
+  }
+
   invalidate(sourceId: string): void {
     this.#generation.set(sourceId, (this.#generation.get(sourceId) ?? 0) + 1);
     this.#entries.delete(sourceId);

@@ -91,6 +91,15 @@ function apply(req: GovernedRequest, structure: SourceStructure, rules: ColumnRu
   req.columnAnalysis = { structure, statements };
 }
 
+/** A structure older than this is loaded again when a statement names a relation it lacks. */
+const STALE_RELATION_RELOAD_MS = 5_000;
+
+/** True when the statement names a relation the structure does not hold (CTE names are not relations: the analysis tells). */
+function lacksRelation(req: GovernedRequest, structure: SourceStructure): boolean {
+  const statements = analyzeCached((req.action as { sql: string }).sql, structure);
+  return statements !== null && statements.some((s) => s.unresolved.some((u) => u.startsWith('relation ')));
+}
+
 /**
  * Step 3b (SQL, after the source role, before policy): loads the source's structure only when a policy that may apply
  * has a column, table or redaction rule and the statement names a table; a structure that cannot be loaded refuses
@@ -106,8 +115,10 @@ export const resolveColumns: Stage = {
     if (rules === NONE) return;
     const source = req.source!;
     const cached = deps.structures.current(source);
-    if (cached !== null) return apply(req, cached, rules);
-    return deps.structures.get(source).then(
+    if (cached !== null && !lacksRelation(req, cached)) return apply(req, cached, rules);
+    // A relation the cached structure lacks may have been created outside the gateway: one reload, at most every few seconds.
+    const loading = cached !== null ? deps.structures.refresh(source, STALE_RELATION_RELOAD_MS) : deps.structures.get(source);
+    return loading.then(
       (structure) => apply(req, structure, rules),
       (err: unknown) => {
         deps.log.warn({ err: { message: (err as Error)?.message }, source_id: req.sourceId }, 'source structure could not be loaded');

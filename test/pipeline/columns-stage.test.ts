@@ -1,5 +1,5 @@
 // The `columns` stage: loads a source's structure only when a column, table or redaction rule may apply, refuses when it cannot be loaded (fail closed), and drops it for DDL.
-import { beforeAll, describe, expect, it } from 'vitest';
+import { afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
 import { resolveColumns } from '../../src/pipeline/columns.js';
 import { SqlClassifier, initSqlParser } from '../../src/governance/sql/index.js';
 import { compilePolicies } from '../../src/governance/policy/index.js';
@@ -28,6 +28,10 @@ function deps(policies: unknown[], load: () => Promise<ReturnType<typeof structu
 }
 
 const denySecret = { conditions: { columns: ['secret_code'] }, actions: { effect: 'deny' } };
+
+afterEach(() => {
+  vi.useRealTimers();
+});
 
 beforeAll(async () => {
   await initSqlParser();
@@ -61,6 +65,27 @@ describe('resolveColumns', () => {
     await resolveColumns.run(request('select * from customers'), deps([{ conditions: {}, actions: { effect: 'allow' } }], counting).deps);
     await resolveColumns.run(request('select 1'), deps([denySecret], counting).deps);
     expect(loads).toBe(0);
+  });
+
+  it('a relation the cached structure lacks reloads it, at most every few seconds', async () => {
+    vi.useFakeTimers({ toFake: ['Date'] });
+    let withX = false;
+    const load = async () =>
+      buildStructure([
+        { oid: '1', schema: 'public', name: 'customers', relkind: 'r', definition: null, columns: JSON.stringify([[1, 'id'], [2, 'secret_code']]) },
+        ...(withX ? [{ oid: '2', schema: 'public', name: 'x', relkind: 'r', definition: null, columns: JSON.stringify([[1, 'a']]) }] : []),
+      ]);
+    const { deps: d, structures } = deps([denySecret], load);
+    await resolveColumns.run(request('select id from customers'), d);
+    withX = true;
+    // Loaded a moment ago: a name it lacks does not reload it (a name that never exists cannot cost a load per statement).
+    await expect(Promise.resolve(resolveColumns.run(request('select * from x'), d))).rejects.toMatchObject({ code: 'forbidden' });
+    expect(structures.loads).toBe(1);
+    vi.setSystemTime(Date.now() + 6_000);
+    const req = request('select * from x');
+    await resolveColumns.run(req, d);
+    expect(structures.loads).toBe(2);
+    expect(req.columns).toContain('public.x.a');
   });
 
   it('a DDL statement drops the cached structure: the next statement loads it again', async () => {

@@ -65,6 +65,12 @@ export interface StructureProvider<S extends { readonly source_id: string } = { 
   peek(sourceId: string): SourceStructure | null;
   /** Drops the cached structure (DDL went through the gateway). */
   invalidate(sourceId: string): void;
+  /**
+   * Loads the structure again when the cached one is older than `minAgeMs` (a relation it lacks may have been created
+   * outside the gateway since); otherwise answers the cached one. The age bound keeps a name that never exists from
+   * reloading the catalog per statement.
+   */
+  refresh(source: S, minAgeMs: number): Promise<SourceStructure>;
 }
 
 export class StructureError extends Error {
