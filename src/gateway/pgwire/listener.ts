@@ -149,7 +149,7 @@ class WireConnection {
   constructor(socket: net.Socket, private readonly ctx: ConnectionContext) {
     this.#socket = socket;
     const limits = ctx.deps.config.gateway.limits;
-    this.#reader = new FrameReader({ startupBytes: limits.pg_startup_packet_bytes, messageBytes: limits.pg_message_bytes });
+    this.#reader = new FrameReader({ startupBytes: limits.pg_startup_packet_bytes, messageBytes: limits.pg_message_bytes, streamCopyData: true });
     this.#encrypted = ctx.deps.config.gateway.pg_tls.trusted_tls_offload;
   }
 

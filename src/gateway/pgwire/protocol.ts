@@ -57,6 +57,11 @@ export class ProtocolViolation extends Error {
   readonly sqlstate = '08P01';
 }
 
+/** A piece of a streamed CopyData message (FrameReader's `streamCopyData`): raw bytes to relay, not a message. */
+export const COPY_DATA_PART = 0x100;
+/** PostgreSQL's own bound on a message it reads whole (PQ_LARGE_MESSAGE_LIMIT, 1 GiB − 1). */
+const MAX_COPY_DATA_BYTES = 0x3fffffff;
+
 export interface Frame {
   /** Message type byte; 0 for startup-phase packets, which have none. */
   readonly type: number;
@@ -73,9 +78,16 @@ export interface Frame {
 export class FrameReader {
   #chunks: Buffer[] = [];
   #buffered = 0;
+  /** Bytes of a streamed CopyData message still to come (see COPY_DATA_PART). */
+  #streamLeft = 0;
   startup = true;
 
-  constructor(private readonly limits: { startupBytes: number; messageBytes: number }) {}
+  /**
+   * `streamCopyData`: a CopyData message above `messageBytes` is not refused but streamed, as PostgreSQL accepts rows
+   * of up to 1 GiB in COPY FROM STDIN: its header comes as a CopyData frame with an empty body, the rest as
+   * COPY_DATA_PART frames of what has arrived, each relayed upstream as is. Nothing of it is buffered whole.
+   */
+  constructor(private readonly limits: { startupBytes: number; messageBytes: number; streamCopyData?: boolean }) {}
 
   push(chunk: Buffer): void {
     this.#chunks.push(chunk);
@@ -120,9 +132,20 @@ export class FrameReader {
       const raw = this.#take(length);
       return { type: 0, raw, body: raw.subarray(LENGTH_BYTES) };
     }
+    if (this.#streamLeft > 0) {
+      if (this.#buffered === 0) return null;
+      const raw = this.#take(Math.min(this.#streamLeft, this.#buffered, this.#chunks[0]!.length));
+      this.#streamLeft -= raw.length;
+      return { type: COPY_DATA_PART, raw, body: raw };
+    }
     if (this.#buffered < HEADER_BYTES) return null;
     const head = this.#peek(HEADER_BYTES);
     const length = head.readInt32BE(1);
+    if (this.limits.streamCopyData && head[0] === Frontend.CopyData && length + 1 > this.limits.messageBytes && length <= MAX_COPY_DATA_BYTES) {
+      const raw = this.#take(HEADER_BYTES);
+      this.#streamLeft = length - LENGTH_BYTES;
+      return { type: Frontend.CopyData, raw, body: raw.subarray(HEADER_BYTES) };
+    }
     if (length < LENGTH_BYTES || length + 1 > this.limits.messageBytes) throw new ProtocolViolation('invalid message length');
     if (this.#buffered < length + 1) return null;
     const raw = this.#take(length + 1);

@@ -11,6 +11,7 @@ import type { SqlClassifier } from '../../governance/sql/index.js';
 import type { UpstreamConnection } from '../../connectors/postgres-exec.js';
 import {
   Backend,
+  COPY_DATA_PART,
   Frontend,
   ProtocolViolation,
   dataRow,
@@ -340,6 +341,7 @@ export class WireRelay {
         this.#flushBatch();
         return;
       case Frontend.CopyData:
+      case COPY_DATA_PART:
       case Frontend.CopyDone:
       case Frontend.CopyFail:
         // Only meaningful inside a COPY FROM STDIN the statement decision allowed; the upstream refuses them otherwise.
