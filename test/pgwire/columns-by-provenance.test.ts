@@ -196,7 +196,7 @@ describe('a write cannot launder a redacted value into a column read in clear', 
   beforeAll(async () => {
     const role = await ww.world.admin('POST', `/api/data-sources/${ww.sourceId}/roles`, {
       role_key: 'customers-writer',
-      rules: { sql: [{ operations: ['read', 'write'], tables: ['public.customers', 'public.orders'], approval: 'never' }] },
+      rules: { sql: [{ operations: ['read', 'write'], tables: ['public.customers', 'public.orders'], approval: 'never' }, { operations: ['ddl'], tables: ['public.laundered', 'public.customers'], approval: 'never' }] },
     });
     expect(role.status, role.text).toBeLessThan(300);
     writer = await ww.world.agent('cols-writer', [{ source_id: ww.sourceId, role_key: 'customers-writer' }]);
@@ -210,16 +210,18 @@ describe('a write cannot launder a redacted value into a column read in clear', 
     "update customers set name = email where id = 1",
     'insert into orders (id, customer_id, total) select id + 100, id, length(ssn) from customers',
     "update customers set name = (select internal_note from customers c2 where c2.id = 2) where id = 1",
+    'create table laundered as select id, ssn as n from customers',
   ])('psql and mcp: %s', async (sql) => {
     const r = await ww.psql('cols-writer', writer.key, ['-A', '-v', 'VERBOSITY=verbose', '-c', sql]);
     expect(r.code).not.toBe(0);
     expect(r.stderr).toContain('42501');
-    expect(r.stderr).toMatch(/cannot store it in public\.(customers\.name|orders\.total)/);
+    expect(r.stderr).toMatch(/cannot store it in public\.(customers\.name|orders\.total|laundered\.n)/);
     const m = await writerMcp.callTool({ name: 'query', arguments: { source_id: ww.sourceId, sql } });
     expect(m.isError).toBe(true);
     const names = await ww.direct(async (c) => (await c.query('select name from customers order by id')).rows.map((x) => x.name));
     expect(names).toEqual(['Ada', 'Bob']);
     expect(await ww.direct(async (c) => (await c.query('select count(*)::int as n from orders where id >= 100')).rows[0].n)).toBe(0);
+    expect(await ww.direct(async (c) => (await c.query("select to_regclass('public.laundered') as t")).rows[0].t)).toBeNull();
   });
 
   test('a redacted column may be rewritten in place', async () => {

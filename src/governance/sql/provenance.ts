@@ -62,7 +62,11 @@ class Analyzer {
       return { outputs: null };
     }
     if (isObj(node.DeclareCursorStmt)) return this.statement(node.DeclareCursorStmt.query, parent);
-    if (isObj(node.CreateTableAsStmt)) return this.statement(node.CreateTableAsStmt.query, parent);
+    if (isObj(node.CreateTableAsStmt)) {
+      const r = this.statement(node.CreateTableAsStmt.query, parent);
+      this.into(node.CreateTableAsStmt.into, r.outputs);
+      return r;
+    }
     if (isObj(node.PrepareStmt)) return this.statement(node.PrepareStmt.query, parent);
     if (isObj(node.ViewStmt)) return this.statement(node.ViewStmt.query, parent);
     // Other statements read no table columns through expressions this analysis follows; their tables are governed by name.
@@ -141,6 +145,7 @@ class Analyzer {
     }
     this.from(s.fromClause, level);
     const outputs = this.targets(s.targetList, level);
+    if (s.intoClause !== undefined) this.into(s.intoClause, outputs);
     level.outputNames = new Set((outputs ?? []).map((o) => o.name));
     this.clauses(s, level, ['whereClause', 'groupClause', 'havingClause', 'windowClause', 'sortClause', 'distinctClause', 'limitOffset', 'limitCount']);
     return { outputs };
@@ -202,6 +207,19 @@ class Analyzer {
     if (isObj(s.returningClause) && isObj(s.returningClause.options)) this.expr(s.returningClause.options, level);
     const returning = list.length > 0 ? this.targets(list, level) : [];
     return { outputs: returning === null ? null : returning.map((c) => ({ name: c.name, prov: union(c.prov, assigned) })) };
+  }
+
+  /** CREATE TABLE / MATERIALIZED VIEW … AS and SELECT … INTO store each output in a new column. */
+  private into(clause: unknown, outputs: readonly RelCol[] | null): void {
+    if (!isObj(clause) || !isObj(clause.rel)) return;
+    const table = this.structure.qualify(str(clause.rel.schemaname), str(clause.rel.relname) ?? '');
+    const renames = asArray(clause.colNames).map(stringNode);
+    if (outputs === null) {
+      // Unknown width: every new column may hold anything the statement read.
+      this.copies.push({ target: `${table}.*`, sources: { columns: new Set(this.reads), unknown: true } });
+      return;
+    }
+    outputs.forEach((o, i) => this.copies.push({ target: `${table}.${renames[i] ?? o.name}`, sources: o.prov }));
   }
 
   /** `SET col = expr` (UPDATE, ON CONFLICT DO UPDATE, MERGE … UPDATE): each column stores what its expression reads. */

@@ -93,6 +93,8 @@ describe('outputs: what feeds each result column', () => {
     const copies = (sql: string) => analyze(sql).copies.map((c) => [c.target, [...c.sources.columns].sort()]);
     expect(copies("update customers set name = email, id = 1")).toEqual([['public.customers.name', ['public.customers.email']], ['public.customers.id', []]]);
     expect(copies('insert into orders (id, total) select id, ssn::numeric from customers')).toEqual([['public.orders.id', ['public.customers.id']], ['public.orders.total', ['public.customers.ssn']]]);
+    expect(copies('create table x as select ssn as n, id from customers')).toEqual([['public.x.n', ['public.customers.ssn']], ['public.x.id', ['public.customers.id']]]);
+    expect(copies('select email into y from customers')).toEqual([['public.y.email', ['public.customers.email']]]);
     expect(copies("insert into orders values (1, 2, 3)").map((c) => c[0])).toEqual(['public.orders.id', 'public.orders.customer_id', 'public.orders.total']);
   });
 
