@@ -1,6 +1,6 @@
 // Governance of one wire statement: the shared decision stages, the audit entry it owns, and the ErrorResponse a refusal becomes.
 import { LRUCache } from 'lru-cache';
-import { auditFieldsOf, decisionStages, preparationStages } from '../../pipeline/decide.js';
+import { applyPolicy, auditFieldsOf, decisionStages, preparationStages } from '../../pipeline/decide.js';
 import { asGatehouseError, auditFailure, runStages } from '../../pipeline/run.js';
 import type { GovernedRequest, PipelineDeps, Stage, StageOutcome } from '../../pipeline/context.js';
 import type { CompiledPolicySet } from '../../governance/policy/index.js';
@@ -283,4 +283,33 @@ export class IdentityRefresher {
     this.#stopListening();
     this.#cache.clear();
   }
+}
+
+/** Audit sink for the probes of recheckColumns: only the full recheck's reasons belong in the entry. */
+const SILENT_AUDIT = { addReason: () => undefined } as unknown as AuditContext;
+
+/**
+ * The policy stage again, over the columns a statement really moves when its text names them only as a whole
+ * (`COPY t` moves every column of t): a policy on any of them denies it as it would deny a SELECT of that column, and
+ * the obligations (redacted columns) become those of the full list. Returns the first denied column (its reasons are
+ * in the entry), or null with `req.policyDecision` and `req.columns` updated.
+ */
+export function recheckColumns(d: Pick<WireDecider, 'pipeline'>, req: GovernedRequest, columns: readonly string[]): string | null {
+  const probe: GovernedRequest = { ...req, columns };
+  try {
+    void applyPolicy.run(probe, d.pipeline);
+  } catch {
+    for (const c of columns) {
+      try {
+        void applyPolicy.run({ ...req, columns: [c], audit: SILENT_AUDIT }, d.pipeline);
+      } catch {
+        return c;
+      }
+    }
+    // Denied by the set but by no column alone: reported under the first (no rule works that way today).
+    return columns[0] ?? '*';
+  }
+  req.columns = columns;
+  req.policyDecision = probe.policyDecision!;
+  return null;
 }

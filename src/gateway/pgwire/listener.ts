@@ -385,6 +385,7 @@ class WireConnection {
       pii: deps.pipeline.pii,
       defaultPiiMode: deps.config.pii.default_mode,
       maxRows: deps.config.gateway.limits.result_rows,
+      maxRowBytes: deps.config.gateway.limits.pg_message_bytes,
       identity: () => this.#currentIdentity(),
       log: this.ctx.log,
     });

@@ -18,6 +18,7 @@ import {
   describePortal,
   errorResponse,
   fieldsMessage,
+  message,
   parseBind,
   parseDataRow,
   parseDescribeOrClose,
@@ -35,10 +36,9 @@ import { REFUSAL_PARSE, REFUSAL_QUERY, TxStatus } from './transaction.js';
 import { FUNCTION_CALL_RESPONSE, functionCallResponse, functionLookupSql, governedSql, parseFunctionCall, parseFunctionCallResponse, type CalledFunction } from './function-call.js';
 import { auditColumns, changesStructure, errorMayQuoteRedacted, provenanceRedaction, withheldErrorFields } from '../../pipeline/columns.js';
 import type { StatementColumns } from '../../governance/sql/provenance.js';
-import { DecisionMemo, WIRE_EXECUTE_STAGES, WIRE_PARSE_STAGES, decideStatement, endRecorded, type StatementDecision, type WireDecider } from './decide.js';
+import { CopyOutStream, TEXT_LIKE_OIDS, binaryRefusal, copyOutTarget, describeMessages, relationColumns, type CopyColumns, type CopyOutStatement, type CopyStep } from './copy-plan.js';
+import { DecisionMemo, WIRE_EXECUTE_STAGES, WIRE_PARSE_STAGES, decideStatement, endRecorded, recheckColumns, type StatementDecision, type WireDecider } from './decide.js';
 
-/** Types whose binary form is their UTF-8 text, so personal-data scanning applies in binary results too. */
-const TEXT_LIKE_OIDS = new Set([25, 1043, 1042, 19, 114]);
 
 /**
  * A point in the client's output behind which nothing leaves until the audit entries of the statements ended before
@@ -78,6 +78,8 @@ interface StatementRun {
   bytesOut: number;
   limitHit: boolean;
   ended: boolean;
+  /** A COPY … TO STDOUT: its stream, redacted and bounded as it passes. */
+  copy?: CopyOutStream;
 }
 
 interface Portal {
@@ -125,6 +127,10 @@ interface InternalAnswer {
   error: ErrorFields | null;
 }
 
+/** CopyData and CopyDone have the same type bytes in both directions. */
+const COPY_DATA = 0x64; // 'd'
+const COPY_DONE = 0x63; // 'c'
+
 /** Messages the server sends at any time: they reach the client even while the gateway's own query is answered. */
 const ASYNCHRONOUS_TYPES = new Set<number>([0, Backend.ParameterStatus, Backend.NoticeResponse, Backend.NotificationResponse]);
 /** Functions whose OID the session already resolved: OIDs of existing functions never change meaning. */
@@ -135,6 +141,8 @@ export interface RelayDeps {
   pii: PiiScanner;
   defaultPiiMode: PiiMode;
   maxRows: number;
+  /** The bound of one COPY row (the same as one message's, gateway.limits.pg_message_bytes). */
+  maxRowBytes: number;
   identity(): Promise<AgentIdentity>;
   log: { warn(o: object, m?: string): void };
 }
@@ -409,6 +417,14 @@ export class WireRelay {
       this.upstream.write(REFUSAL_QUERY);
       return;
     }
+    const copyAt = decisions.findIndex((d) => d.kind === 'allow' && d.req.sql?.statements.some((st) => st.kind === 'copy'));
+    const copy = copyAt < 0 ? null : copyOutTarget(texts[copyAt]!);
+    if (copy !== null && copy.kind !== 'none') {
+      if (texts.length === 1 && copy.kind === 'copy') return this.#copyOut(sql, decisions[0]!.req, copy.statement);
+      const error = copy.kind === 'refuse' ? copy.error : { sqlstate: '0A000', message: 'COPY … TO STDOUT must be sent as a query of its own through the gateway' };
+      for (const d of decisions) this.#endRefused(d.req, `copy: ${error.message}`, 'copy_refused');
+      return this.#answerLocally(error);
+    }
     const runs = decisions.map((d) => this.#run(d.req, null));
     // Each write's intent is durable before the query goes upstream (docs/audit.md "Write intents"); a refusal throws here, before anything is sent.
     if (runs.some((r) => isWriteOperation(r.req.operation))) runs[0]!.req.audit.admit();
@@ -501,6 +517,12 @@ export class WireRelay {
       this.#track(decision.recorded);
       this.#refuseExtended(decision.error);
       return;
+    }
+    if (decision.req.sql?.statements.some((st) => st.kind === 'copy') && copyOutTarget(portal.sql).kind !== 'none') {
+      // Its columns are learnt with a round trip of the gateway's own, which needs a Sync: the simple protocol has one.
+      const message = 'COPY … TO STDOUT is governed through the simple query protocol only; send it as a Query';
+      this.#endRefused(decision.req, `copy: ${message}`, 'copy_refused');
+      return this.#refuseExtended({ sqlstate: '0A000', message });
     }
     const run = this.#run(decision.req, portal);
     if (isWriteOperation(run.req.operation)) await recordWriteIntent(run.req);
@@ -603,6 +625,86 @@ export class WireRelay {
 
   #jsonRedactor(mode: PiiMode, redactColumns: readonly string[]): JsonRedactor {
     return (document) => this.deps.pii.scanJson(document, { mode, redactColumns });
+  }
+
+  /** Ends the entry of an allowed statement the gateway then refused before it ran. */
+  #endRefused(req: GovernedRequest, reason: string, code: string, status = 400): void {
+    req.audit.addReason(reason);
+    this.#track(endRecorded(this.deps.decider, req.audit, { status, decision: 'deny', error_code: code }));
+  }
+
+  /**
+   * COPY … TO STDOUT (docs/pgwire.md "COPY"): the columns it moves are learnt on the session's connection first; the
+   * column rules apply to them as to a SELECT of them; binary output is refused when a column would have to be
+   * replaced; then the statement runs and its CopyData passes through the redactor.
+   */
+  async #copyOut(sql: string, req: GovernedRequest, s: CopyOutStatement): Promise<void> {
+    if (this.#extendedOpen()) {
+      const error = { sqlstate: '0A000', message: 'COPY inside an unfinished extended-protocol batch is not supported through the gateway (send Sync first)' };
+      this.#endRefused(req, `copy: ${error.message}`, 'copy_refused');
+      return this.#answerLocally(error);
+    }
+    const a = await this.#internal(describeMessages(s));
+    if (a.error) {
+      req.audit.addReason(`upstream sqlstate ${a.error.sqlstate}`);
+      this.#track(endRecorded(this.deps.decider, req.audit, { status: 400, decision: 'allow', error_code: 'upstream_sql_error' }));
+      return this.#answerLocally(a.error);
+    }
+    let columns: CopyColumns;
+    if (s.relation) columns = relationColumns(s, a.rows);
+    else if (a.description) {
+      const d = parseRowDescription(a.description);
+      columns = { fields: parseRowOrigins(a.description), names: d.names, typeOids: d.typeOids, tableColumns: null };
+    } else columns = { fields: [], names: [], typeOids: [], tableColumns: null };
+    if (columns.tableColumns) {
+      const denied = recheckColumns(this.deps.decider, req, columns.tableColumns);
+      if (denied !== null) {
+        const column = denied.slice(denied.lastIndexOf('.') + 1);
+        this.#endRefused(req, `policy: column ${denied} denied`, 'forbidden', 403);
+        return this.#answerLocally({ sqlstate: '42501', message: `A policy denies column "${column}", which COPY would read.` });
+      }
+    }
+    const o = req.policyDecision!.obligations;
+    let redaction = null;
+    if (this.#needsPlan({ req } as StatementRun)) {
+      // Redaction by provenance, as for a result: what feeds each column decides, not its name (pipeline/columns.ts).
+      const forceColumns = provenanceRedaction(req, columns.fields);
+      if (req.columnAnalysis !== undefined) auditColumns(req, columns.names.filter((_, i) => forceColumns[i]));
+      const mode = o.pii_mode ?? this.deps.defaultPiiMode;
+      redaction = { mode, redactColumns: o.redact_columns, forceColumns, redactJson: this.#jsonRedactor(mode, o.redact_columns) };
+    }
+    const options = { format: s.format, columns, pii: this.deps.pii, redaction, maxRowBytes: this.deps.maxRowBytes, maxRows: this.deps.maxRows };
+    const refused = binaryRefusal(options);
+    if (refused !== null) {
+      this.#endRefused(req, `redaction: column ${refused} requested in binary format`, 'binary_redacted_column');
+      return this.#answerLocally({ sqlstate: '0A000', message: `column "${refused}" is redacted by policy and cannot be copied in binary format`, hint: 'Use COPY in text or CSV format.' });
+    }
+    const run = this.#run(req, null);
+    run.copy = new CopyOutStream(options);
+    this.#pending.push({ kind: 'query', runs: [run], index: 0, localError: null });
+    this.upstream.write(queryMessage(sql));
+  }
+
+  /** CopyOutResponse, CopyData and CopyDone of the upstream: through the run's COPY stream when it has one. */
+  #onCopyOut(type: number, raw: Buffer, body: Buffer): void {
+    if (this.#cutQuery()) return;
+    const run = this.#currentRun();
+    const copy = run?.copy;
+    if (!run || !copy || run.ended) return this.#send(raw);
+    const step: CopyStep = type === Backend.CopyOutResponse ? copy.start(body) : type === COPY_DATA ? copy.data(body) : copy.done();
+    if (!step.ok) {
+      // The client is told at once (an ErrorResponse ends a COPY OUT); the rest of the stream is withheld.
+      (this.#head() as Pending & { kind: 'query' }).cut = true;
+      this.#gatewayError = true;
+      run.redactions = copy.redactions;
+      run.req.audit.addReason(step.reason);
+      this.#end(run, { status: step.code === 'payload_too_large' ? 413 : 502, decision: 'allow', error_code: step.code });
+      return this.#send(errorResponse(step.error));
+    }
+    const out = type === COPY_DATA && step.out !== null && step.out !== body ? message(COPY_DATA, step.out) : type === COPY_DATA && step.out === null ? null : raw;
+    if (out === null) return;
+    run.bytesOut += out.length;
+    this.#send(out);
   }
 
   #needsPlan(run: StatementRun): boolean {
@@ -728,6 +830,10 @@ export class WireRelay {
       case FUNCTION_CALL_RESPONSE:
         if (head?.kind === 'fcall') return this.#onFunctionResult(head, body);
         return this.#send(raw);
+      case Backend.CopyOutResponse:
+      case COPY_DATA:
+      case COPY_DONE:
+        return this.#onCopyOut(type, raw, body);
       case Backend.ParseComplete:
       case Backend.BindComplete:
       case Backend.CloseComplete:
@@ -911,6 +1017,7 @@ export class WireRelay {
     // same string still ran upstream (their entries say so), but their output is withheld to keep the protocol in step.
     const cut = h?.kind === 'query' && h.cut === true;
     if (cut && run?.req.audit && !run.ended) run.req.audit.addReason('pgwire: output withheld, an earlier statement of the same query ended with a gateway error');
+    if (run?.copy) run.redactions = run.copy.redactions;
     if (run && run.req.audit && !run.ended) {
       if ((run.plan?.refuseBinary || run.limitHit) && h?.kind === 'query') h.cut = true;
       if (run.plan?.refuseBinary || run.limitHit) this.#gatewayError = true;
