@@ -177,11 +177,11 @@ describe('node-postgres with pg-copy-streams', () => {
   test('the audit entry of a COPY counts its redactions', async () => {
     const c = await ww.client('copy-reader', agent.key);
     try {
-      await captureThrough(c, 'copy customers (id, email) to stdout -- audit-marker');
+      await captureThrough(c, 'copy customers (email, id) to stdout');
     } finally {
       await c.end();
     }
-    const e = (await wireAudit(ww)).find((x) => String(x.sql_normalized ?? '').includes('audit-marker'));
+    const e = (await wireAudit(ww)).find((x) => /customers\s*\(email, id\)/i.test(String(x.sql_normalized ?? '')));
     expect(e).toMatchObject({ decision: 'allow', status: 200 });
     expect(Number(e!.redactions)).toBeGreaterThanOrEqual(2);
   });
