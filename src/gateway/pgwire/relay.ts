@@ -167,6 +167,12 @@ export class WireRelay {
   #ending = false;
   /** The gateway answered an error the upstream did not see since the last ReadyForQuery (see #settleTransaction). */
   #gatewayError = false;
+  /**
+   * A cursor over redacted columns was declared and its transaction has not ended: a WITH HOLD cursor runs its query
+   * when the transaction commits (COMMIT, END, the Sync or end of an implicit transaction), and that error belongs to
+   * no statement that reads the columns. Until the session is idle again every upstream error keeps its SQLSTATE only.
+   */
+  #cursorMayQuote = false;
   #closed = false;
   /** Client output not yet written: messages, and barriers holding what follows them. */
   #out: (Buffer | AuditBarrier)[] = [];
@@ -848,6 +854,7 @@ export class WireRelay {
   /** The upstream error as the client may see it: sanitized, and without its text when it may quote a redacted value. */
   #clientErrorFields(body: Buffer): Map<string, string> {
     const fields = this.upstream.sanitizeFields(parseErrorFields(body));
+    if (this.#cursorMayQuote) return withheldErrorFields(fields);
     const run = this.#currentRun();
     return run?.req.audit && errorMayQuoteRedacted(run.req) ? withheldErrorFields(fields) : fields;
   }
@@ -912,6 +919,7 @@ export class WireRelay {
   }
 
   #onReady(raw: Buffer): void {
+    if (raw[5] === TxStatus.Idle) this.#cursorMayQuote = false;
     if (this.#structureChanged) {
       this.deps.decider.pipeline.structures.invalidate(this.deps.decider.sourceId);
       if (raw[5] === TxStatus.Idle) this.#structureChanged = false;
@@ -1039,6 +1047,7 @@ export class WireRelay {
         if (cut) return;
         return this.#send(errorResponse({ sqlstate: '54000', message: `the result exceeds the gateway's row limit (${this.deps.maxRows} rows)` }));
       }
+      if (declaresCursorOverRedacted(run.req)) this.#cursorMayQuote = true;
       this.#end(run, { status: 200, decision: 'allow', error_code: null });
     }
     if (!cut) this.#send(raw);
@@ -1073,4 +1082,9 @@ export function splitStatements(sql: string, classifier: SqlClassifier): string[
     const end = s.stmt_len ? start + s.stmt_len : bytes.length;
     return bytes.toString('utf8', start, end).trim();
   });
+}
+
+/** A DECLARE whose query reads redacted columns: its rows are computed later, at FETCH or, held, at COMMIT. */
+function declaresCursorOverRedacted(req: GovernedRequest): boolean {
+  return (req.sql?.statements.some((s) => s.kind === 'declare_cursor') ?? false) && errorMayQuoteRedacted(req);
 }
