@@ -177,6 +177,13 @@ export function withheldErrorFields(fields: ReadonlyMap<string, string>): Map<st
   return out;
 }
 
+/** A notice of such a statement, kept to its severity and SQLSTATE: notices quote input values too (to_tsquery's). */
+export function withheldNoticeFields(fields: ReadonlyMap<string, string>): Map<string, string> {
+  const out = withheldErrorFields(fields);
+  out.set('M', `a notice of the statement (SQLSTATE ${fields.get('C') ?? '00000'}) is withheld because the statement reads redacted columns`);
+  return out;
+}
+
 /** Most column names an audit reason lists. */
 const AUDIT_COLUMNS_MAX = 50;
 

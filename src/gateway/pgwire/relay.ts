@@ -34,7 +34,7 @@ import {
 } from './protocol.js';
 import { REFUSAL_PARSE, REFUSAL_QUERY, TxStatus } from './transaction.js';
 import { FUNCTION_CALL_RESPONSE, functionCallResponse, functionLookupSql, governedSql, parseFunctionCall, parseFunctionCallResponse, type CalledFunction } from './function-call.js';
-import { auditColumns, changesStructure, errorMayQuoteRedacted, provenanceRedaction, withheldErrorFields } from '../../pipeline/columns.js';
+import { auditColumns, changesStructure, errorMayQuoteRedacted, provenanceRedaction, withheldErrorFields, withheldNoticeFields } from '../../pipeline/columns.js';
 import type { StatementColumns } from '../../governance/sql/provenance.js';
 import { CopyOutStream, TEXT_LIKE_OIDS, binaryRefusal, copyOutTarget, describeMessages, relationColumns, type CopyColumns, type CopyOutStatement, type CopyStep } from './copy-plan.js';
 import { DecisionMemo, WIRE_EXECUTE_STAGES, WIRE_PARSE_STAGES, decideStatement, endRecorded, recheckColumns, type StatementDecision, type WireDecider } from './decide.js';
@@ -812,7 +812,7 @@ export class WireRelay {
       case Backend.NotificationResponse:
         return this.#send(raw);
       case Backend.NoticeResponse:
-        return this.#send(fieldsMessage(Backend.NoticeResponse, this.upstream.sanitizeFields(parseErrorFields(body))));
+        return this.#send(fieldsMessage(Backend.NoticeResponse, this.#clientNoticeFields(body)));
       case Backend.ErrorResponse:
         return this.#onError(body);
       case Backend.ReadyForQuery:
@@ -857,6 +857,14 @@ export class WireRelay {
     if (this.#cursorMayQuote) return withheldErrorFields(fields);
     const run = this.#currentRun();
     return run?.req.audit && errorMayQuoteRedacted(run.req) ? withheldErrorFields(fields) : fields;
+  }
+
+  /** A notice as the client may see it: PostgreSQL quotes input values in some (to_tsquery's "doesn't contain lexemes"). */
+  #clientNoticeFields(body: Buffer): Map<string, string> {
+    const fields = this.upstream.sanitizeFields(parseErrorFields(body));
+    if (this.#cursorMayQuote) return withheldNoticeFields(fields);
+    const run = this.#currentRun();
+    return run?.req.audit && errorMayQuoteRedacted(run.req) ? withheldNoticeFields(fields) : fields;
   }
 
   #onError(body: Buffer): void {
