@@ -36,12 +36,12 @@ afterAll(async () => {
 test('the NOTICE of a statement that reads a redacted column keeps its SQLSTATE, not its text (node-postgres)', async () => {
   const c = await ww.client('notice-agent', agent.key);
   const notices: Array<{ message: string; code?: string }> = [];
-  c.on('notice', (n) => notices.push({ message: n.message, code: (n as { code?: string }).code }));
+  c.on('notice', (n) => notices.push({ message: n.message ?? '', code: (n as { code?: string }).code }));
   try {
     // The encoding works: straight at PostgreSQL the notice spells the value.
     const spelled = await ww.direct(async (d) => {
       const seen: string[] = [];
-      d.on('notice', (n) => seen.push(n.message));
+      d.on('notice', (n) => seen.push(n.message ?? ''));
       await d.query(SPELL);
       return seen.join('\n');
     });
