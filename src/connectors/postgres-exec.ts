@@ -28,6 +28,8 @@ import {
   parseRowOrigins,
   queryMessage,
   syncMessage,
+  Frontend,
+  message,
 } from '../gateway/pgwire/protocol.js';
 
 /**
@@ -529,6 +531,12 @@ export class PostgresExecutor {
           }
           case Backend.PortalSuspended:
             result.truncated = true;
+            return;
+          case Backend.CopyInResponse:
+            // COPY FROM STDIN has no data to read from a buffered request (MCP query, an approved statement): it is
+            // failed at once instead of waiting for data forever. During COPY IN the Sync already sent is ignored, so
+            // the upstream needs one more after the CopyFail to answer ReadyForQuery (docs/pgwire.md "COPY").
+            conn.write(Buffer.concat([message(Frontend.CopyFail, Buffer.from('COPY FROM STDIN needs a client data stream: use the wire listener\0')), syncMessage()]));
             return;
           case Backend.CommandComplete:
             result.command = body.toString('utf8', 0, body.length - 1);
