@@ -36,7 +36,7 @@ async function createApprovalService(services: Services): Promise<ApprovalServic
 /** The process's approval service (admin decisions, recovery, the SQL executor registration point). */
 export const approvalServiceFor: (services: Services) => Promise<ApprovalService> = perServices(createApprovalService);
 
-/** The worker task of issue 7 item 4: expiry and stale execution claims; needs only the store and the notifier. */
+/** The worker task of docs/approvals.md (spec §3 expiry): expiry and stale execution claims; needs only the store and the notifier. */
 export function approvalSweepTask(services: Services) {
   return {
     name: 'approvals-sweep',

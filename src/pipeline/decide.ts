@@ -28,7 +28,7 @@ export const validateInput: Stage = {
     }
     const classified = deps.sql.classify(a.sql);
     if (!classified.ok) {
-      // Unparseable SQL is denied, never guessed (issue 4).
+      // Unparseable SQL is denied, never guessed (docs/governance/sql.md).
       req.audit.addReason(classified.error.code);
       throw new GatehouseError(classified.error.code === 'sql_too_long' ? 'payload_too_large' : 'sql_parse_error', classified.error.message);
     }
@@ -48,7 +48,7 @@ const SESSION_ESCAPE_TRAPS: ReadonlyMap<string, string> = new Map([
   ['string_syntax_change', 'Turning standard_conforming_strings off is not allowed through the gateway.'],
 ]);
 
-/** Step 1b (SQL): statements that could escape governance for the rest of the session (issue 8 item 2). */
+/** Step 1b (SQL): statements that could escape governance for the rest of the session (docs/pgwire.md, "Session escapes"). */
 export const refuseSessionEscapes: Stage = {
   name: 'session_escape',
   run(req) {

@@ -111,7 +111,7 @@ export async function dryRun(deps: DryRunDeps, req: DryRunRequest): Promise<DryR
   if (req.sql !== undefined) {
     const c = await deps.classifySql(req.sql);
     if (!c.ok) {
-      // Unparseable SQL is denied, never guessed (issue 4 item 3); nothing else is evaluated.
+      // Unparseable SQL is denied, never guessed (docs/governance/sql.md); nothing else is evaluated.
       const roleDecision: SourceRoleDecision = { allowed: false, reason: `SQL not understood: ${c.error.message}` };
       return {
         effect: 'deny', operation: null, tables, columns, matched_policies: [],

@@ -7,7 +7,7 @@ import type { Logger } from '../observability/logger.js';
 import { getPolicySetVersion, listPolicies } from '../store/repos/policies.js';
 import type { Db } from '../store/repos/util.js';
 
-/** Channel on which a policy write announces the new version; every instance reloads (issue 4 item 1). */
+/** Channel on which a policy write announces the new version; every instance reloads (docs/policy-api.md). */
 export const POLICY_CHANGED_CHANNEL = 'policy:changed';
 
 export interface PolicyServiceOptions {

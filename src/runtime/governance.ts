@@ -68,7 +68,7 @@ function writeEffectsOf(services: Services): WriteEffectPort {
 
 /**
  * The governance runtime of a composition root, built once: the gateway, the wire listener and the admin's approval
- * execution of one process share its egress pools, circuits, cache and limiter (issue 7: an approved request runs
+ * execution of one process share its egress pools, circuits, cache and limiter (docs/approvals.md: an approved request runs
  * through the very same pipeline as a live one).
  */
 export const buildGovernanceRuntime: (services: Services) => Promise<GovernanceRuntime> = perServices(createGovernanceRuntime);

@@ -37,9 +37,9 @@ export interface Services {
   /** The durable audit writer (spec §6.4); `auditor.begin()` gives each request its one entry. */
   readonly audit: AuditWriter;
   readonly auditor: Auditor;
-  /** Admin actions are recorded here (issue 3 item 8) through the same writer, on channel `admin`. */
+  /** Admin actions are recorded here (docs/audit.md) through the same writer, on channel `admin`. */
   readonly adminAudit: AdminAuditor;
-  /** The compiled policy set of this instance, reloaded on change (issue 4 item 1); loaded for roles all, gateway and admin. */
+  /** The compiled policy set of this instance, reloaded on change (docs/policy-api.md); loaded for roles all, gateway and admin. */
   readonly policies: PolicyService;
   /** Registers a closer run at shutdown, last registered first (listeners before the stores they use). */
   onClose(fn: () => Promise<void>): void;

@@ -1,4 +1,4 @@
-// The MCP tool endpoint on the gateway (spec §4, issue 9): authentication of every request before anything else, POST /mcp, and the deprecated legacy endpoints.
+// The MCP tool endpoint on the gateway (spec §4, docs/mcp.md): authentication of every request before anything else, POST /mcp, and the deprecated legacy endpoints.
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import type { Services } from '../../runtime/services.js';
 import type { GovernanceRuntime } from '../../runtime/governance.js';

@@ -1,4 +1,4 @@
-// The PostgreSQL wire listener (issue 8): startup, TLS negotiation, SCRAM login as an identity, source selection by database name, cancel routing, and the session's upstream connection.
+// The PostgreSQL wire listener (docs/pgwire.md): startup, TLS negotiation, SCRAM login as an identity, source selection by database name, cancel routing, and the session's upstream connection.
 import net from 'node:net';
 import tls from 'node:tls';
 import { randomBytes, timingSafeEqual } from 'node:crypto';

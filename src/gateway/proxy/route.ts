@@ -89,7 +89,7 @@ function errorBody(err: GatehouseError, requestId: string) {
   return { error: err.code, message: err.message, request_id: requestId };
 }
 
-/** What the client gets when a request's entry cannot be recorded: nothing of the answer leaves (strict durability, issue 5). */
+/** What the client gets when a request's entry cannot be recorded: nothing of the answer leaves (strict durability, docs/audit.md). */
 function auditUnavailable(auditErr: unknown): GatehouseError {
   return isGatehouseError(auditErr) ? auditErr : new GatehouseError('audit_unavailable');
 }
@@ -178,7 +178,7 @@ export function registerProxyRoutes(app: FastifyInstance, deps: ProxyRouteDeps):
         bytes_out: bytesOut,
       };
       try {
-        // Strict durability: the answer leaves only once its audit entry is durable (issue 5).
+        // Strict durability: the answer leaves only once its audit entry is durable (docs/audit.md).
         if (clientGone) await audit.endOnAbort(finalFields);
         else await audit.end(finalFields);
       } catch (auditErr) {

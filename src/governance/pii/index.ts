@@ -1,4 +1,4 @@
-// Public surface of the personal-data scanner (issue 4 item 5): detectors, modes, markers and the scanner factory.
+// Public surface of the personal-data scanner (docs/governance/pii.md): detectors, modes, markers and the scanner factory.
 export { createPiiScanner, piiOptionsFromConfig } from './scanner.js';
 export type {
   JsonScanResult, PiiConfigSection, PiiMode, PiiScanner, PiiScannerOptions, PiiScanOptions, RowScanResult, TextScanResult,

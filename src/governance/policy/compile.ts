@@ -154,7 +154,7 @@ export function compilePolicies(records: readonly PolicyRecord[], options: { ver
     }
     if (r.enabled) enabled.push(r);
   }
-  // Evaluation order never depends on the order of `records` (issue 4: determinism).
+  // Evaluation order never depends on the order of `records` (docs/governance/policies.md: determinism).
   enabled.sort((a, b) => b.priority - a.priority || a.id - b.id);
 
   const policies: CompiledPolicy[] = enabled.map((r, rank) => {

@@ -1,4 +1,4 @@
-// Public surface of SQL understanding (issue 4 item 3): the classifier, its result types and the default lists.
+// Public surface of SQL understanding (docs/governance/sql.md): the classifier, its result types and the default lists.
 export { SqlClassifier } from './classifier.js';
 export { initSqlParser, sqlParserReady, SqlParserNotReadyError } from './parser.js';
 export {

@@ -1,4 +1,4 @@
-// Result and option types of SQL understanding (issue 4 item 3): statement kinds, operations, traps, classifications.
+// Result and option types of SQL understanding (docs/governance/sql.md): statement kinds, operations, traps, classifications.
 import type { Operation } from '../policy/schema.js';
 import type { CallInfo } from './allowlist.js';
 

@@ -144,7 +144,7 @@ async function up(db: AnyDb): Promise<void> {
   await db.schema.createIndex('source_role_grants_source_id_idx').on('source_role_grants').column('source_id').execute();
   await db.schema.createIndex('source_role_grants_role_id_idx').on('source_role_grants').column('role_id').execute();
 
-  // The per-identity grant version (issue 3 item 6) advances on every grant change, including
+  // The per-identity grant version (docs/pgwire.md, identity refresh) advances on every grant change, including
   // cascaded deletes and edits of a granted role, so a trigger rather than repository code.
   await sql`
     create function gatehouse_grants_advance_version() returns trigger language plpgsql as $$

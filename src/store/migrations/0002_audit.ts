@@ -1,4 +1,4 @@
-// Migration 0002: the audit log table, range-partitioned by month on ts, with the indexes the audit search uses (issue 5).
+// Migration 0002: the audit log table, range-partitioned by month on ts, with the indexes the audit search uses (docs/audit.md).
 import { sql } from 'kysely';
 import type { Kysely } from 'kysely';
 import type { Migration } from 'kysely/migration';

@@ -1,4 +1,4 @@
-// Migration 0003: the execution claim of approvals (issue 7), so crash recovery can tell "never started" from "outcome unknown" (docs/approvals.md).
+// Migration 0003: the execution claim of approvals (spec §3), so crash recovery can tell "never started" from "outcome unknown" (docs/approvals.md).
 import { sql } from 'kysely';
 import type { Kysely } from 'kysely';
 import type { Migration } from 'kysely/migration';
