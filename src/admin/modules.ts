@@ -2,7 +2,7 @@
 import type { AdminModule } from './module.js';
 import { adminAuthModule } from './auth/module.js';
 import { resourcesModule } from './api/resources.js';
-import { policyModule } from '../policy/routes.js';
+import { policyModule } from './policies/routes.js';
 import { auditModule } from './api/audit.js';
 import { approvalsModule } from '../approvals/routes.js';
 import { overviewModule } from './console/overview.js';

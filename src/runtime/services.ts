@@ -16,7 +16,7 @@ import { InvalidationBus } from '../cache/invalidation.js';
 import type { Logger } from '../observability/logger.js';
 import { runtimeSecrets, type RuntimeSecrets } from './dev-secrets.js';
 import type { AdminAuditor } from '../admin/audit-events.js';
-import { PolicyService } from '../policy/service.js';
+import { PolicyService } from '../admin/policies/service.js';
 import { AuditWriter } from '../audit/writer.js';
 import { Auditor } from '../audit/context.js';
 import { auditChanges } from '../audit/entry.js';

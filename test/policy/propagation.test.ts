@@ -2,7 +2,7 @@
 import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createLogger } from '../../src/observability/logger.js';
-import { PolicyService } from '../../src/policy/service.js';
+import { PolicyService } from '../../src/admin/policies/service.js';
 import { startTestService, type TestService } from '../support/service.js';
 import { OWNER_PASSWORD, startPolicyService, type PolicyApi } from './support.js';
 

@@ -1,17 +1,17 @@
 // The policy admin module: /api/policies CRUD, dry-run, import preview/apply, compat preview, and the console form endpoints of spec §4 (answering JSON for now).
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { z } from 'zod';
-import type { AdminModule, AdminModuleContext } from '../admin/module.js';
-import { intId, type ApiRegistry } from '../admin/api/route.js';
-import { parseOrThrow, validationError } from '../http/validation.js';
-import type { ValidationErrorItem } from '../http/validation.js';
-import { requirePermission } from '../admin/auth/principal.js';
-import { auditOf } from '../admin/auth/routes.js';
-import { GatehouseError } from '../errors/registry.js';
-import { getPolicyById, listPolicies } from '../store/repos/policies.js';
-import type { PolicyPatch } from '../store/repos/policies.js';
-import type { Db } from '../store/repos/util.js';
-import type { Services } from '../runtime/services.js';
+import type { AdminModule, AdminModuleContext } from '../../admin/module.js';
+import { intId, type ApiRegistry } from '../../admin/api/route.js';
+import { parseOrThrow, validationError } from '../../http/validation.js';
+import type { ValidationErrorItem } from '../../http/validation.js';
+import { requirePermission } from '../../admin/auth/principal.js';
+import { auditOf } from '../../admin/auth/routes.js';
+import { GatehouseError } from '../../errors/registry.js';
+import { getPolicyById, listPolicies } from '../../store/repos/policies.js';
+import type { PolicyPatch } from '../../store/repos/policies.js';
+import type { Db } from '../../store/repos/util.js';
+import type { Services } from '../../runtime/services.js';
 import { FORM_FIELD_OF, translateLegacyForm } from './compat.js';
 import type { FormField } from './compat.js';
 import { dryRun, dryRunFormSchema, dryRunFromForm, dryRunSchema } from './dry-run.js';

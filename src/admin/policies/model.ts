@@ -1,9 +1,9 @@
 // Policy API shapes (spec §2 Policy): request and response schemas, the engine-backed body check, and the response view.
 import { z } from 'zod';
-import { parsePolicyBody } from '../governance/policy/index.js';
-import type { PolicyIssue } from '../governance/policy/index.js';
-import type { ValidationErrorItem } from '../http/validation.js';
-import type { JsonObject, Policy } from '../store/schema.js';
+import { parsePolicyBody } from '../../governance/policy/index.js';
+import type { PolicyIssue } from '../../governance/policy/index.js';
+import type { ValidationErrorItem } from '../../http/validation.js';
+import type { JsonObject, Policy } from '../../store/schema.js';
 
 /** The store's check constraint is 1..255 characters. */
 export const policyName = z.string().trim().min(1, 'must not be empty').max(255);

@@ -1,11 +1,11 @@
 // The policy service: holds the compiled policy set of this instance, reloads it when the stored version changes or any instance announces one, and announces after writes.
-import { compilePolicies, PolicyCompileError } from '../governance/policy/index.js';
-import type { CompiledPolicySet } from '../governance/policy/index.js';
-import type { Coordination } from '../coord/index.js';
-import { GatehouseError } from '../errors/registry.js';
-import type { Logger } from '../observability/logger.js';
-import { getPolicySetVersion, listPolicies } from '../store/repos/policies.js';
-import type { Db } from '../store/repos/util.js';
+import { compilePolicies, PolicyCompileError } from '../../governance/policy/index.js';
+import type { CompiledPolicySet } from '../../governance/policy/index.js';
+import type { Coordination } from '../../coord/index.js';
+import { GatehouseError } from '../../errors/registry.js';
+import type { Logger } from '../../observability/logger.js';
+import { getPolicySetVersion, listPolicies } from '../../store/repos/policies.js';
+import type { Db } from '../../store/repos/util.js';
 
 /** Channel on which a policy write announces the new version; every instance reloads (docs/policy-api.md). */
 export const POLICY_CHANGED_CHANNEL = 'policy:changed';

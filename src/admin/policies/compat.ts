@@ -1,5 +1,5 @@
 // Translation of the earlier console form fields (spec §2 "Form-built policies": cond_*, action_*, raw_*) into the current policy model, reporting every change and drop.
-import { OPERATIONS } from '../governance/policy/index.js';
+import { OPERATIONS } from '../../governance/policy/index.js';
 
 /** The form field names of spec §2, all strings (the console posts them form-encoded). */
 export const FORM_FIELDS = [

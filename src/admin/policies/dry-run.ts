@@ -1,17 +1,17 @@
 // The policy dry-run (POST /api/policies/dry-run): the source-role decision and the policy evaluation for one described request, changing nothing.
 import { z } from 'zod';
-import { evaluate, HTTP_METHODS, OPERATIONS } from '../governance/policy/index.js';
-import type { CompiledPolicySet, Decision, Operation } from '../governance/policy/index.js';
-import { sourceRoleDecision } from '../governance/source-roles.js';
-import { UNCALLABLE_TRAPS } from '../governance/sql/allowlist.js';
-import type { SourceRoleDecision, SourceRoleRequest } from '../governance/source-roles.js';
-import type { SqlClassification } from '../governance/sql/types.js';
-import { GatehouseError } from '../errors/registry.js';
-import { validationError } from '../http/validation.js';
-import { getDataSourceBySourceId } from '../store/repos/data-sources.js';
-import { loadSourceRoleContext } from '../store/repos/grants.js';
-import { getIdentityById } from '../store/repos/identities.js';
-import type { Db } from '../store/repos/util.js';
+import { evaluate, HTTP_METHODS, OPERATIONS } from '../../governance/policy/index.js';
+import type { CompiledPolicySet, Decision, Operation } from '../../governance/policy/index.js';
+import { sourceRoleDecision } from '../../governance/source-roles.js';
+import { UNCALLABLE_TRAPS } from '../../governance/sql/allowlist.js';
+import type { SourceRoleDecision, SourceRoleRequest } from '../../governance/source-roles.js';
+import type { SqlClassification } from '../../governance/sql/types.js';
+import { GatehouseError } from '../../errors/registry.js';
+import { validationError } from '../../http/validation.js';
+import { getDataSourceBySourceId } from '../../store/repos/data-sources.js';
+import { loadSourceRoleContext } from '../../store/repos/grants.js';
+import { getIdentityById } from '../../store/repos/identities.js';
+import type { Db } from '../../store/repos/util.js';
 import { splitList } from './compat.js';
 
 const MAX_SQL = 100_000;

@@ -1,8 +1,8 @@
 // Policy import: bounded JSON/YAML document parsing and the plan (create / update / unchanged / invalid per policy, matched by name).
 import { parse as parseYaml } from 'yaml';
 import { z } from 'zod';
-import type { ValidationErrorItem } from '../http/validation.js';
-import type { Policy } from '../store/schema.js';
+import type { ValidationErrorItem } from '../../http/validation.js';
+import type { Policy } from '../../store/schema.js';
 import { canonical, checkPolicyBody, issuesAt, policyName, policyPriority } from './model.js';
 import type { NewPolicy } from './writes.js';
 

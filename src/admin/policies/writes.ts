@@ -1,5 +1,5 @@
 // Policy writes in one transaction each, under the version-counter lock, returning before/after and the new policy set version.
-import { GatehouseError } from '../errors/registry.js';
+import { GatehouseError } from '../../errors/registry.js';
 import {
   createPolicy,
   deletePolicy,
@@ -8,10 +8,10 @@ import {
   lockPolicySetVersion,
   setPolicySetVersion,
   updatePolicy,
-} from '../store/repos/policies.js';
-import type { PolicyPatch } from '../store/repos/policies.js';
-import type { Db } from '../store/repos/util.js';
-import type { JsonObject, Policy } from '../store/schema.js';
+} from '../../store/repos/policies.js';
+import type { PolicyPatch } from '../../store/repos/policies.js';
+import type { Db } from '../../store/repos/util.js';
+import type { JsonObject, Policy } from '../../store/schema.js';
 
 export interface PolicyWrite {
   before: Policy | null;

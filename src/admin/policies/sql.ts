@@ -1,6 +1,6 @@
 // The dry-run's SQL understanding: the governance SQL classifier (libpg-query), initialised once per process on first use.
-import { initSqlParser, SqlClassifier } from '../governance/sql/index.js';
-import type { SqlClassification, SqlClassifierOptions } from '../governance/sql/types.js';
+import { initSqlParser, SqlClassifier } from '../../governance/sql/index.js';
+import type { SqlClassification, SqlClassifierOptions } from '../../governance/sql/types.js';
 
 /**
  * A classify function for the dry-run. The parser (WASM) is loaded on the first SQL dry-run rather than

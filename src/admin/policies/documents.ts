@@ -1,7 +1,7 @@
 // Import request bodies → policy documents (JSON body, {document, format}, raw YAML/JSON text, the console's policy_payload) and the compat preview built on them.
 import { z } from 'zod';
-import { parseOrThrow } from '../http/validation.js';
-import type { Policy } from '../store/schema.js';
+import { parseOrThrow } from '../../http/validation.js';
+import type { Policy } from '../../store/schema.js';
 import { translateLegacyForm } from './compat.js';
 import type { CompatNote, CompatProblem } from './compat.js';
 import { DocumentError, documentEntries, MAX_DOCUMENT_BYTES, parseDocumentText, planImport } from './import.js';
