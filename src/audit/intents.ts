@@ -5,7 +5,7 @@ import path from 'node:path';
 import { crc32 } from 'node:zlib';
 import { assertValidEntry, boundedAuditText, type AuditEntry } from './entry.js';
 import type { AuditLogger } from './context.js';
-import { MAX_RECORD_BYTES, RECORD_HEADER_BYTES } from './spool.js';
+import { frameRecord, MAX_RECORD_BYTES, RECORD_HEADER_BYTES, syncDirectory } from './spool.js';
 
 const SEGMENT_RE = /^intents-(\d{12})\.log$/;
 /** A segment is closed at this size; it is deleted once every intent in it was completed. */
@@ -17,14 +17,6 @@ export const OUTCOME_UNKNOWN_REASON = 'audit: the gateway stopped while the writ
 
 /** One journal record: an intent (the entry as known before the upstream saw the request) or a completion (its id). */
 type JournalRecord = { k: 'i'; e: AuditEntry } | { k: 'd'; id: string };
-
-function frame(record: JournalRecord): Buffer {
-  const payload = Buffer.from(JSON.stringify(record), 'utf8');
-  const header = Buffer.allocUnsafe(RECORD_HEADER_BYTES);
-  header.writeUInt32BE(payload.length, 0);
-  header.writeUInt32BE(crc32(payload), 4);
-  return Buffer.concat([header, payload]);
-}
 
 /** Every whole, intact record of a segment; a torn tail (a crash mid-append, completions are not fsynced) ends it. */
 export function decodeJournal(buf: Buffer): { records: JournalRecord[]; damaged: number } {
@@ -134,7 +126,7 @@ export class IntentJournal {
   /** Durably records an intent: resolves once it is written and fsynced. */
   record(entry: AuditEntry): Promise<void> {
     if (this.#closed) return Promise.reject(new Error('audit intent journal is closed'));
-    const record = frame({ k: 'i', e: entry });
+    const record = frameRecord({ k: 'i', e: entry } satisfies JournalRecord);
     return new Promise<void>((resolve, reject) => {
       this.#queue.push({ id: entry.id, record, resolve, reject });
       this.#kick();
@@ -148,7 +140,7 @@ export class IntentJournal {
     this.#openIn.delete(id);
     seg.open.delete(id);
     if (this.#closed) return;
-    this.#completions.push(frame({ k: 'd', id }));
+    this.#completions.push(frameRecord({ k: 'd', id } satisfies JournalRecord));
     this.#kick();
   }
 
@@ -218,13 +210,8 @@ export class IntentJournal {
     }
   }
 
-  async #syncDir(): Promise<void> {
-    const h = await open(this.dir, 'r');
-    try {
-      await h.sync();
-    } finally {
-      await h.close();
-    }
+  #syncDir(): Promise<void> {
+    return syncDirectory(this.dir);
   }
 
   /**

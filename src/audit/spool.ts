@@ -72,12 +72,27 @@ interface Pending {
   reject: (err: Error) => void;
 }
 
-export function encodeRecord(entry: AuditEntry): Buffer {
-  const payload = Buffer.from(JSON.stringify(entry), 'utf8');
+/** One framed record (length, CRC-32, JSON payload): the format of spool segments and of the write-intent journal. */
+export function frameRecord(value: unknown): Buffer {
+  const payload = Buffer.from(JSON.stringify(value), 'utf8');
   const header = Buffer.allocUnsafe(RECORD_HEADER_BYTES);
   header.writeUInt32BE(payload.length, 0);
   header.writeUInt32BE(crc32(payload), LENGTH_BYTES);
   return Buffer.concat([header, payload]);
+}
+
+export function encodeRecord(entry: AuditEntry): Buffer {
+  return frameRecord(entry);
+}
+
+/** A new or deleted file name is durable only once its directory is fsynced (spool segments, intent journal). */
+export async function syncDirectory(dir: string): Promise<void> {
+  const h = await open(dir, 'r');
+  try {
+    await h.sync();
+  } finally {
+    await h.close();
+  }
 }
 
 export interface DecodedSegment {
@@ -331,14 +346,8 @@ export class AuditSpool {
     await active.handle.close();
   }
 
-  /** A new or deleted file name is durable only once its directory is fsynced. */
-  async #syncDir(): Promise<void> {
-    const h = await open(this.dir, 'r');
-    try {
-      await h.sync();
-    } finally {
-      await h.close();
-    }
+  #syncDir(): Promise<void> {
+    return syncDirectory(this.dir);
   }
 
   /**
