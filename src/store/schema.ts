@@ -183,6 +183,12 @@ export interface IngestionJobsTable {
   completed_at: NullableTimestamp;
   last_error_at: NullableTimestamp;
   lease_expires_at: NullableTimestamp;
+  /** Not claimed before this (retry backoff); migration 0010. */
+  run_after: NullableTimestamp;
+  /** Proves which claim a worker holds; migration 0010. */
+  lease_token: string | null;
+  /** The asset version (ETag, mtime and size, hash) source sync last saw; migration 0010. */
+  asset_version: string | null;
 }
 
 export interface WorkersTable {
@@ -190,6 +196,39 @@ export interface WorkersTable {
   last_heartbeat: Timestamp;
   metadata: JsonDefault<JsonObject>;
   started_at: CreatedAt;
+  /** Jobs the stale sweep took back from this worker (spec §2 WorkerHealth); migration 0010. */
+  stale_jobs_failed: Defaulted<number>;
+  stale_since: NullableTimestamp;
+}
+
+/** An ingested document (docs/ingestion.md): a catalog asset of its source, joined through catalog_asset_id. */
+export interface IngestionDocumentsTable {
+  id: Generated<number>;
+  source_id: string;
+  path: string;
+  job_id: number | null;
+  catalog_asset_id: string | null;
+  content_type: string;
+  byte_size: number;
+  sha256: string;
+  asset_version: string | null;
+  page_count: Defaulted<number>;
+  ocr_pages: Defaulted<number>;
+  classification: JsonDefault<JsonObject>;
+  extract_chars: Defaulted<number>;
+  extract_truncated: Defaulted<boolean>;
+  notes: JsonDefault<JsonValue[]>;
+  created_at: CreatedAt;
+  updated_at: UpdatedAt;
+}
+
+export interface IngestionDocumentPagesTable {
+  document_id: number;
+  page_no: number;
+  text: string;
+  ocr: Defaulted<boolean>;
+  /** Generated tsvector; never written. */
+  tsv: ColumnType<string, never, never>;
 }
 
 /** Admin sessions of the embedded default (in-process coordination); with Redis they live there (docs/admin-auth.md). */
@@ -212,6 +251,8 @@ export interface Database {
   approvals: ApprovalsTable;
   ingestion_jobs: IngestionJobsTable;
   workers: WorkersTable;
+  ingestion_documents: IngestionDocumentsTable;
+  ingestion_document_pages: IngestionDocumentPagesTable;
 }
 
 export type AdminUser = Selectable<AdminUsersTable>;
@@ -226,3 +267,4 @@ export type Policy = Selectable<PoliciesTable>;
 export type Approval = Selectable<ApprovalsTable>;
 export type IngestionJob = Selectable<IngestionJobsTable>;
 export type Worker = Selectable<WorkersTable>;
+export type IngestionDocument = Selectable<IngestionDocumentsTable>;

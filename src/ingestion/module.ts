@@ -1,0 +1,7 @@
+// The ingestion admin module: jobs, workers and source sync routes on the admin listener (docs/ingestion.md).
+import type { AdminModule } from '../admin/module.js';
+import { buildJobRoutes } from './job-routes.js';
+
+export const ingestionModule: AdminModule = (ctx) => {
+  buildJobRoutes(ctx);
+};

@@ -1,0 +1,88 @@
+// The API views of ingestion resources: exactly the fields of spec §2 Ingestion job, WorkerStatus and WorkerHealth, and their zod response schemas.
+import { z } from 'zod';
+import type { IngestionJob } from '../store/schema.js';
+
+const iso = (d: Date | null | undefined): string | null => (d ? d.toISOString() : null);
+
+/** Spec §2 Ingestion job response, every field; numbers as numbers, timestamps ISO 8601. */
+export function presentJob(j: IngestionJob) {
+  return {
+    id: j.id,
+    source_id: j.source_id,
+    file_path: j.file_path,
+    status: j.status,
+    completed_at: iso(j.completed_at),
+    created_at: iso(j.created_at),
+    last_error_at: iso(j.last_error_at),
+    lease_expires_at: iso(j.lease_expires_at),
+    started_at: iso(j.started_at),
+    updated_at: iso(j.updated_at),
+    error_message: j.error_message,
+    llm_cost: j.llm_cost,
+    ocr_cost: j.ocr_cost,
+    ocr_pages: j.ocr_pages,
+    priority_score: j.priority_score,
+    progress_current: j.progress_current,
+    progress_total: j.progress_total,
+    retry_count: j.retry_count,
+    stage: j.stage,
+    worker_id: j.worker_id,
+    metadata: j.metadata,
+  };
+}
+
+const ts = z.string().nullable();
+export const jobResponse = z.object({
+  id: z.number().int(),
+  source_id: z.string(),
+  file_path: z.string(),
+  status: z.enum(['pending', 'running', 'completed', 'failed', 'cancelled']),
+  completed_at: ts,
+  created_at: ts,
+  last_error_at: ts,
+  lease_expires_at: ts,
+  started_at: ts,
+  updated_at: ts,
+  error_message: z.string().nullable(),
+  llm_cost: z.number().default(0),
+  ocr_cost: z.number().default(0),
+  ocr_pages: z.number().int().default(0),
+  priority_score: z.number().default(0),
+  progress_current: z.number().int().default(0),
+  progress_total: z.number().int().nullable(),
+  retry_count: z.number().int().default(0),
+  stage: z.string().nullable(),
+  worker_id: z.string().nullable(),
+  metadata: z.record(z.string(), z.unknown()),
+});
+
+export const jobPageResponse = z.object({ items: z.array(jobResponse), next_cursor: z.string().nullable() });
+
+/** Spec §2 WorkerStatus: last_heartbeat as Unix seconds (the spec's `number`). */
+export const workerStatusResponse = z.object({
+  worker_id: z.string(),
+  last_heartbeat: z.number(),
+  metadata: z.record(z.string(), z.unknown()),
+  stale: z.boolean().default(false),
+});
+
+/** Spec §2 WorkerHealth. */
+export const workerHealthResponse = z.object({
+  worker_id: z.string(),
+  alive: z.boolean(),
+  last_heartbeat: z.number().nullable(),
+  stale_jobs_failed: z.number().int().default(0),
+});
+
+/** Spec §2 Source sync result. */
+export const syncResultResponse = z.object({
+  source_id: z.string(),
+  connector_key: z.string(),
+  assets_seen: z.number().int(),
+  jobs_created: z.number().int(),
+  jobs_requeued: z.number().int().default(0),
+});
+
+export function unixSeconds(d: Date): number {
+  return d.getTime() / 1000;
+}
