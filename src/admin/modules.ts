@@ -7,6 +7,7 @@ import { auditModule } from './api/audit.js';
 import { approvalsModule } from '../approvals/routes.js';
 import { overviewModule } from './console/overview.js';
 import { ingestionModule } from '../ingestion/module.js';
+import { alertsModule } from '../alerts/routes.js';
 
 /** Order matters: authentication first, so its hooks guard every route registered after it. */
-export const adminModules: AdminModule[] = [adminAuthModule, resourcesModule(), policyModule, auditModule, approvalsModule, ingestionModule, overviewModule];
+export const adminModules: AdminModule[] = [adminAuthModule, resourcesModule(), policyModule, auditModule, approvalsModule, ingestionModule, alertsModule, overviewModule];

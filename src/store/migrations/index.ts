@@ -4,6 +4,7 @@ import { foundation } from './0001_foundation.js';
 import { audit } from './0002_audit.js';
 import { approvalsExecution } from './0003_approvals_execution.js';
 import { adminSessions } from './0004_admin_sessions.js';
+import { alerts } from './0008_alerts.js';
 import { ingestion } from './0010_ingestion.js';
 
 /** Every migration, keyed by its sortable name; Kysely applies them in key order. Append only. */
@@ -12,5 +13,6 @@ export const migrations: Readonly<Record<string, Migration>> = Object.freeze({
   '0002_audit': audit,
   '0003_approvals_execution': approvalsExecution,
   '0004_admin_sessions': adminSessions,
+  '0008_alerts': alerts,
   '0010_ingestion': ingestion,
 });

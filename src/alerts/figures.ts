@@ -1,0 +1,249 @@
+// Reading a window's figures from the audit log: per-minute rollups for closed minutes, the raw log (through its ts index) for the rest, the reach history and the approval queue (docs/alerts.md "How figures are read").
+import { sql } from 'kysely';
+import type { Kysely } from 'kysely';
+import { emptyFigures, LATENCY_BOUNDS, LATENCY_BUCKETS, type ConditionType, type WindowFigures } from './conditions.js';
+import type { AlertsDatabase } from './schema.js';
+
+type Db = Kysely<AlertsDatabase>;
+
+/** Scope key of "every identity" / "every source" in rollups; -1 and '' stand for entries without one. */
+export const ALL_IDENTITIES = 0;
+export const NO_IDENTITY = -1;
+export const ALL_SOURCES = '*';
+export const NO_SOURCE = '';
+
+/** A minute is rolled up once it ended this long ago: the audit writer stores entries within this delay. */
+export const SETTLE_MS = 15_000;
+/** Where a store without rollups starts rolling up, and how many minutes one tick catches up at most. */
+export const INITIAL_LOOKBACK_MINUTES = 60;
+export const MAX_CATCHUP_MINUTES = 30;
+/** first_seen: a reach is new when the identity did not reach that source or table in this many days before. */
+export const FIRST_SEEN_LOOKBACK_DAYS = 30;
+
+export interface Scope {
+  identity_id: number | null;
+  source_id: string | null;
+}
+
+export interface FigureQuery {
+  condition_type: ConditionType;
+  scope: Scope;
+  window_seconds: number;
+}
+
+interface MinuteRow {
+  minute: Date;
+  identity_key: number;
+  source_key: string;
+  requests: number;
+  errors: number;
+  denials: number;
+  rate_limited: number;
+  redactions: number;
+  latency_hist: number[];
+}
+
+export const floorMinute = (ms: number): number => Math.floor(ms / 60_000) * 60_000;
+
+/** The window of docs/alerts.md: from the start of the minute holding now − window_seconds, to now. */
+export function windowStart(nowMs: number, windowSeconds: number): Date {
+  return new Date(floorMinute(nowMs - windowSeconds * 1000));
+}
+
+const BOUNDS_LITERAL = sql.lit(`{${LATENCY_BOUNDS.join(',')}}`);
+/** One filtered count per histogram bucket; the bucket is width_bucket over the bounds (count of bounds <= d). */
+const HIST_SQL = sql.raw(`array[${Array.from({ length: LATENCY_BUCKETS }, (_, i) => `count(*) filter (where wb = ${i})`).join(', ')}]::bigint[]`);
+
+/**
+ * The per-minute figures of the raw log over [from, to), grouped by minute and by the four scope grains
+ * (all, identity, source, identity and source). Admin actions (channel admin) are not agent requests.
+ */
+function rawMinutes(from: Date, to: Date) {
+  return sql<MinuteRowRaw>`
+    select minute,
+      case when grouping(identity_id) = 1 then ${ALL_IDENTITIES} else coalesce(identity_id, ${NO_IDENTITY}) end as identity_key,
+      case when grouping(source_id) = 1 then ${ALL_SOURCES} else coalesce(source_id, ${NO_SOURCE}) end as source_key,
+      count(*) as requests,
+      count(*) filter (where status >= 500) as errors,
+      count(*) filter (where decision = 'deny' and status = 403) as denials,
+      count(*) filter (where status = 429) as rate_limited,
+      coalesce(sum(redactions), 0) as redactions,
+      ${HIST_SQL} as latency_hist
+    from (
+      select date_trunc('minute', ts) as minute, identity_id, source_id, status, decision, redactions,
+        width_bucket(duration_ms, ${BOUNDS_LITERAL}::float8[]) as wb
+      from audit_entries
+      where ts >= ${from.toISOString()}::timestamptz and ts < ${to.toISOString()}::timestamptz and channel <> 'admin'
+    ) e
+    group by minute, grouping sets ((), (identity_id), (source_id), (identity_id, source_id))`;
+}
+
+interface MinuteRowRaw {
+  minute: Date;
+  identity_key: number;
+  source_key: string;
+  requests: string;
+  errors: string;
+  denials: string;
+  rate_limited: string;
+  redactions: string;
+  latency_hist: string[];
+}
+
+const toRow = (r: MinuteRowRaw): MinuteRow => ({
+  minute: r.minute,
+  identity_key: r.identity_key,
+  source_key: r.source_key,
+  requests: Number(r.requests),
+  errors: Number(r.errors),
+  denials: Number(r.denials),
+  rate_limited: Number(r.rate_limited),
+  redactions: Number(r.redactions),
+  latency_hist: r.latency_hist.map(Number),
+});
+
+export async function readWatermark(db: Db): Promise<Date | null> {
+  const row = await db.selectFrom('alert_rollup_state').select('watermark').executeTakeFirst();
+  return row?.watermark ?? null;
+}
+
+/**
+ * Rolls closed minutes up (and extends the reach history) from the watermark to the last settled minute, at most
+ * MAX_CATCHUP_MINUTES per call; idempotent (a minute rolled twice is replaced). Returns the new watermark.
+ */
+export async function rollUp(db: Db, nowMs: number): Promise<{ watermark: Date; minutes: number }> {
+  return db.transaction().execute(async (trx) => {
+    // One roller at a time even outside the evaluator's lease: the state row is the lock.
+    await sql`insert into alert_rollup_state (id, watermark) values (true, ${new Date(floorMinute(nowMs) - INITIAL_LOOKBACK_MINUTES * 60_000).toISOString()}::timestamptz) on conflict (id) do nothing`.execute(trx);
+    const state = await sql<{ watermark: Date }>`select watermark from alert_rollup_state where id for update`.execute(trx);
+    const from = state.rows[0]!.watermark;
+    const settled = floorMinute(nowMs - SETTLE_MS);
+    const upto = Math.min(settled, from.getTime() + MAX_CATCHUP_MINUTES * 60_000);
+    if (upto <= from.getTime()) return { watermark: from, minutes: 0 };
+    const to = new Date(upto);
+    const raw = rawMinutes(from, to);
+    await sql`insert into alert_rollups (minute, identity_key, source_key, requests, errors, denials, rate_limited, redactions, latency_hist)
+      select minute, identity_key, source_key, requests, errors, denials, rate_limited, redactions, latency_hist from (${raw}) r
+      on conflict (identity_key, source_key, minute) do update set requests = excluded.requests, errors = excluded.errors,
+        denials = excluded.denials, rate_limited = excluded.rate_limited, redactions = excluded.redactions, latency_hist = excluded.latency_hist`.execute(trx);
+    await sql`insert into alert_reach (identity_id, source_id, object, new_since, last_seen)
+      select identity_id, source_id, object, min(ts), max(ts) from (
+        select identity_id, source_id, ts, unnest(array_prepend(''::text, tables)) as object from audit_entries
+        where ts >= ${from.toISOString()}::timestamptz and ts < ${to.toISOString()}::timestamptz and channel <> 'admin'
+          and decision = 'allow' and identity_id is not null and source_id is not null
+      ) x group by identity_id, source_id, object
+      on conflict (identity_id, source_id, object) do update set
+        new_since = case when excluded.new_since > alert_reach.last_seen + make_interval(days => ${FIRST_SEEN_LOOKBACK_DAYS}) then excluded.new_since else alert_reach.new_since end,
+        last_seen = greatest(alert_reach.last_seen, excluded.last_seen)`.execute(trx);
+    await sql`update alert_rollup_state set watermark = ${to.toISOString()}::timestamptz where id`.execute(trx);
+    return { watermark: to, minutes: (upto - from.getTime()) / 60_000 };
+  });
+}
+
+/** Drops rollups older than the longest window (they can no longer be read) and reach runs older than the lookback. */
+export async function pruneRollups(db: Db, nowMs: number, keepSeconds: number): Promise<void> {
+  await sql`delete from alert_rollups where minute < ${new Date(floorMinute(nowMs) - keepSeconds * 1000).toISOString()}::timestamptz`.execute(db);
+  await sql`delete from alert_reach where last_seen < ${new Date(nowMs - (FIRST_SEEN_LOOKBACK_DAYS + 1) * 86_400_000).toISOString()}::timestamptz`.execute(db);
+}
+
+const identityKey = (s: Scope): number => s.identity_id ?? ALL_IDENTITIES;
+const sourceKey = (s: Scope): string => s.source_id ?? ALL_SOURCES;
+
+function add(f: WindowFigures, r: MinuteRow): void {
+  f.requests += r.requests;
+  f.errors += r.errors;
+  f.denials += r.denials;
+  f.rate_limited += r.rate_limited;
+  f.redactions += r.redactions;
+  for (let i = 0; i < LATENCY_BUCKETS; i++) f.latency_hist[i]! += r.latency_hist[i] ?? 0;
+}
+
+/**
+ * The figures of each query's window ending at `nowMs`: rollups for minutes before the watermark, the raw log
+ * from the watermark (or the window start, when later) to now. Reads only the longest window, never the whole log.
+ */
+export async function collectFigures(db: Db, queries: readonly FigureQuery[], nowMs: number, opts: { useRollups?: boolean } = {}): Promise<WindowFigures[]> {
+  const out = queries.map(() => emptyFigures());
+  if (queries.length === 0) return out;
+  const starts = queries.map((q) => windowStart(nowMs, q.window_seconds).getTime());
+  const minStart = Math.min(...starts);
+  const now = new Date(nowMs);
+  const wmDate = opts.useRollups === false ? null : await readWatermark(db);
+  const wm = wmDate === null ? minStart : Math.min(Math.max(wmDate.getTime(), minStart), floorMinute(nowMs));
+  const rows: MinuteRow[] = [];
+
+  const needsLog = queries.some((q) => q.condition_type !== 'approval_backlog' && q.condition_type !== 'first_seen');
+  if (needsLog && wm > minStart) {
+    const keys = new Set<string>();
+    const burstSources = new Set<string>();
+    for (const q of queries) {
+      if (q.condition_type === 'denied_burst' && q.scope.identity_id === null) burstSources.add(sourceKey(q.scope));
+      else keys.add(`${identityKey(q.scope)}\u0000${sourceKey(q.scope)}`);
+    }
+    const pairs = [...keys].map((k) => k.split('\u0000') as [string, string]);
+    const keyFilter = pairs.length > 0 ? sql`(identity_key, source_key) in (${sql.join(pairs.map(([i, s]) => sql`(${Number(i)}::int, ${s}::text)`))})` : sql`false`;
+    const burstFilter = burstSources.size > 0 ? sql`(identity_key > 0 and source_key = any(${[...burstSources]}::text[]))` : sql`false`;
+    const r = await sql<MinuteRowRaw>`select minute, identity_key, source_key, requests::text, errors::text, denials::text, rate_limited::text, redactions::text, latency_hist::text[]
+      from alert_rollups where minute >= ${new Date(minStart).toISOString()}::timestamptz and minute < ${new Date(wm).toISOString()}::timestamptz
+        and (${keyFilter} or ${burstFilter})`.execute(db);
+    for (const row of r.rows) rows.push(toRow(row));
+  }
+  if (needsLog) {
+    const r = await rawMinutes(new Date(wm), now).execute(db);
+    for (const row of r.rows) rows.push(toRow(row));
+  }
+
+  for (let i = 0; i < queries.length; i++) {
+    const q = queries[i]!;
+    const f = out[i]!;
+    const start = starts[i]!;
+    const ik = identityKey(q.scope);
+    const sk = sourceKey(q.scope);
+    if (q.condition_type === 'denied_burst') {
+      for (const r of rows) {
+        if (r.minute.getTime() < start || r.source_key !== sk || r.identity_key <= 0) continue;
+        if (q.scope.identity_id !== null && r.identity_key !== q.scope.identity_id) continue;
+        if (r.denials > 0) f.denials_by_identity.set(r.identity_key, (f.denials_by_identity.get(r.identity_key) ?? 0) + r.denials);
+        f.denials += r.denials;
+      }
+      continue;
+    }
+    for (const r of rows) if (r.minute.getTime() >= start && r.identity_key === ik && r.source_key === sk) add(f, r);
+    if (q.condition_type === 'first_seen') f.first_seen = await firstSeen(db, q.scope, new Date(start), new Date(wm), now);
+    if (q.condition_type === 'approval_backlog') Object.assign(f, await approvalBacklog(db, q.scope, nowMs));
+  }
+  return out;
+}
+
+function scopeSql(scope: Scope, alias: string) {
+  const parts = [sql`true`];
+  if (scope.identity_id !== null) parts.push(sql`${sql.ref(`${alias}.identity_id`)} = ${scope.identity_id}`);
+  if (scope.source_id !== null) parts.push(sql`${sql.ref(`${alias}.source_id`)} = ${scope.source_id}`);
+  return sql.join(parts, sql` and `);
+}
+
+/**
+ * Reaches new in [start, now): runs of the reach history that began in [start, wm), plus reaches in the raw log of
+ * [wm, now) whose identity, source and object have no history row, one last seen more than the lookback before
+ * their first reach, or one whose run began no earlier than that reach.
+ */
+async function firstSeen(db: Db, scope: Scope, start: Date, wm: Date, now: Date): Promise<number> {
+  const rolled = await sql<{ n: string }>`select count(*)::text as n from alert_reach r
+    where r.new_since >= ${start.toISOString()}::timestamptz and r.new_since < ${wm.toISOString()}::timestamptz and ${scopeSql(scope, 'r')}`.execute(db);
+  const fresh = await sql<{ n: string }>`select count(*)::text as n from (
+      select e.identity_id, e.source_id, e.object, min(e.ts) as first_ts from (
+        select a.identity_id, a.source_id, a.ts, unnest(array_prepend(''::text, a.tables)) as object from audit_entries a
+        where a.ts >= ${(wm > start ? wm : start).toISOString()}::timestamptz and a.ts < ${now.toISOString()}::timestamptz and a.channel <> 'admin'
+          and a.decision = 'allow' and a.identity_id is not null and a.source_id is not null and ${scopeSql(scope, 'a')}
+      ) e group by e.identity_id, e.source_id, e.object
+    ) t left join alert_reach r on r.identity_id = t.identity_id and r.source_id = t.source_id and r.object = t.object
+    where r.identity_id is null or r.last_seen < t.first_ts - make_interval(days => ${FIRST_SEEN_LOOKBACK_DAYS}) or r.new_since >= t.first_ts`.execute(db);
+  return Number(rolled.rows[0]?.n ?? 0) + Number(fresh.rows[0]?.n ?? 0);
+}
+
+async function approvalBacklog(db: Db, scope: Scope, nowMs: number): Promise<Pick<WindowFigures, 'approvals_pending' | 'oldest_pending_seconds'>> {
+  const r = await sql<{ n: string; oldest: Date | null }>`select count(*)::text as n, min(p.created_at) as oldest from approvals p
+    where p.status = 'pending' and ${scopeSql(scope, 'p')}`.execute(db);
+  const oldest = r.rows[0]?.oldest ?? null;
+  return { approvals_pending: Number(r.rows[0]?.n ?? 0), oldest_pending_seconds: oldest === null ? null : Math.max(0, Math.round((nowMs - oldest.getTime()) / 1000)) };
+}
