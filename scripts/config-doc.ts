@@ -97,6 +97,7 @@ const MEANING: Record<string, string> = {
   'auth.oidc.local_break_glass_enabled': 'Keep local password sign-in available while OIDC is enabled.',
   'auth.oidc.admin_group_role_map': 'Provider group → admin roles (`owner`, `admin`, `approver`, `auditor`, `viewer`). From the environment: a JSON object.',
   'auth.oidc.allow_insecure_endpoints': 'Allow plain-HTTP provider endpoints (local testing only). Must be false in production.',
+  'auth.oidc.allow_private_network': 'Let the gateway and admin reach the identity provider on a private, loopback or link-local address: an operator exception to the egress rules, as `gateway.egress.allow_private_sources` is for sources.',
   'auth.oidc.clock_tolerance_seconds': 'Clock skew tolerated when checking token times.',
 
   'cache.enabled': 'Response cache for read operations.',

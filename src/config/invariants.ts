@@ -80,6 +80,7 @@ export function crossFieldProblems(c: Config): string[] {
   const o = c.auth.oidc;
   if (o.enabled) {
     if (o.issuer_url === null) problems.push('auth.oidc.issuer_url: required when auth.oidc.enabled is true');
+    else if (c.environment !== 'production' && !isHttps(o.issuer_url) && !o.allow_insecure_endpoints) problems.push('auth.oidc.issuer_url: must use https unless auth.oidc.allow_insecure_endpoints is true (development only)');
     if (servesAdmin(c)) {
       if (o.admin_client_id === null) problems.push('auth.oidc.admin_client_id: required when auth.oidc.enabled is true');
       if (o.admin_client_secret_ref === null) problems.push('auth.oidc.admin_client_secret_ref: required when auth.oidc.enabled is true');

@@ -136,6 +136,8 @@ export const oidcSchema = section({
   local_break_glass_enabled: z.boolean().default(true),
   admin_group_role_map: z.record(z.string().min(1).max(256), z.array(z.enum(['owner', 'admin', 'approver', 'auditor', 'viewer'])).max(5)).default({}),
   allow_insecure_endpoints: z.boolean().default(false),
+  /** The identity provider may be on a private, loopback or link-local address (an operator exception to the egress rules, spec §4 rule 5). */
+  allow_private_network: z.boolean().default(false),
   clock_tolerance_seconds: z.number().int().min(0).max(300).default(30),
 });
 

@@ -14,6 +14,8 @@ export interface RuntimeSecrets {
   get(path: RuntimeSecretPath): string;
   /** The bootstrap owner's password, when configured. */
   bootstrapPassword(): string | null;
+  /** The admin console's OIDC client secret (auth.oidc.admin_client_secret_ref), when configured. */
+  oidcClientSecret(): string | null;
 }
 
 /**
@@ -51,5 +53,6 @@ export function runtimeSecrets(config: Readonly<Config>, secrets: Secrets, log: 
   return {
     get: (p) => values.get(p)!,
     bootstrapPassword: () => secrets.get('admin.bootstrap_password') ?? null,
+    oidcClientSecret: () => secrets.get('auth.oidc.admin_client_secret_ref') ?? null,
   };
 }

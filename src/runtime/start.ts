@@ -11,6 +11,7 @@ import { Worker } from '../worker/worker.js';
 import { maintainPartitions } from '../audit/partitions.js';
 import { approvalSweepTask } from '../approvals/runtime.js';
 import { GatewayReplicas, isReplica } from './gateway-replicas.js';
+import { startOidcProvider } from '../oidc/index.js';
 
 export class ListenError extends Error {
   readonly code = 'listen_failed';
@@ -78,6 +79,8 @@ export async function startService(loaded: LoadedConfig, role: ServiceRole, log:
   const sharedListeners = config.gateway.processes > 1;
 
   try {
+    // Discovery before any listener: front doors and the admin login read the provider (spec §5.6).
+    if (role === 'all' || role === 'gateway' || role === 'admin') await startOidcProvider(services);
     if (role === 'all' || role === 'gateway') {
       const gateway = await buildGatewayApp(services);
       addresses['gateway.http_port'] = await listenFastify(gateway, 'gateway.http_port', config.gateway.host, config.gateway.http_port, sharedListeners);
