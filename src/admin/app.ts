@@ -25,6 +25,8 @@ export async function buildAdminApp(services: Services, opts: AdminAppOptions = 
     headerBytes: config.gateway.limits.header_bytes,
     trustProxy: config.gateway.trust_proxy,
     idleTimeoutMs: config.gateway.timeouts.client_idle_ms,
+    tracing: services.tracing,
+    listener: 'admin',
   });
   if (opts.onRoute) app.addHook('onRoute', opts.onRoute);
   setAdminErrorHandler(app);

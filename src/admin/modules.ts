@@ -8,6 +8,7 @@ import { approvalsModule } from '../approvals/routes.js';
 import { overviewModule } from './console/overview.js';
 import { ingestionModule } from '../ingestion/module.js';
 import { alertsModule } from '../alerts/routes.js';
+import { metricsModule } from '../observability/routes.js';
 
 /** Order matters: authentication first, so its hooks guard every route registered after it. */
-export const adminModules: AdminModule[] = [adminAuthModule, resourcesModule(), policyModule, auditModule, approvalsModule, ingestionModule, alertsModule, overviewModule];
+export const adminModules: AdminModule[] = [adminAuthModule, resourcesModule(), policyModule, auditModule, approvalsModule, ingestionModule, alertsModule, overviewModule, metricsModule];

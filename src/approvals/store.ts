@@ -172,3 +172,11 @@ export async function unclaimedApprovals(db: Db, graceMs: number, limit: number)
 }
 
 /** The identity of an approval's requester, fresh from the store (never a cached session). */
+
+/** Approvals per state (every state listed, zero when none), for the approvals metric (docs/observability.md). */
+export async function countApprovalsByStatus(db: Db): Promise<Record<ApprovalStatus, number>> {
+  const rows = await guard('approval', async () => (await sql<{ status: string; n: string }>`select status, count(*) as n from approvals group by status`.execute(db)).rows);
+  const counts = Object.fromEntries(APPROVAL_STATUSES.map((s) => [s, 0])) as Record<ApprovalStatus, number>;
+  for (const r of rows) if ((APPROVAL_STATUSES as readonly string[]).includes(r.status)) counts[r.status as ApprovalStatus] = Number(r.n);
+  return counts;
+}

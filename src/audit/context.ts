@@ -2,6 +2,15 @@
 import { performance } from 'node:perf_hooks';
 import { AUDIT_ARRAY_MAX, boundedAuditText, isoTimestamp, newAuditId, type AuditChannel, type AuditEntry, type AuditFields } from './entry.js';
 import type { AuditPort } from './port.js';
+import { markSpanError, type Span, type Tracing } from '../observability/tracing.js';
+
+/** Counts each emitted entry (docs/observability.md: request metrics are read off the canonical entry). */
+export interface AuditObserver {
+  observeEntry(entry: AuditEntry): void;
+}
+
+/** The span names of a request's own span, by front door (docs/observability.md "Traces"). */
+const REQUEST_SPAN_NAMES: Record<AuditChannel, string> = { http: 'gatehouse.proxy', pgwire: 'gatehouse.pgwire.statement', mcp: 'gatehouse.mcp.tool_call', admin: 'gatehouse.admin.action' };
 
 /** pino-compatible subset. */
 export interface AuditLogger {
@@ -35,16 +44,26 @@ export class Auditor {
   readonly #port: AuditPort;
   readonly #logger: AuditLogger;
   readonly #now: () => number;
+  readonly #observer: AuditObserver | null;
+  readonly #tracing: Tracing | null;
 
-  constructor(opts: { port: AuditPort; logger: AuditLogger; now?: () => number }) {
+  constructor(opts: { port: AuditPort; logger: AuditLogger; now?: () => number; observer?: AuditObserver | null; tracing?: Tracing | null }) {
     this.#port = opts.port;
     this.#logger = opts.logger;
     this.#now = opts.now ?? Date.now;
+    this.#observer = opts.observer ?? null;
+    this.#tracing = opts.tracing ?? null;
   }
 
-  /** Starts the entry of one request: id and ts are fixed now, so retries and replays keep them. */
-  begin(init: AuditBegin): AuditContext {
-    return new AuditContext(this.#port, this.#logger, init, this.#now());
+  /**
+   * Starts the entry of one request: id and ts are fixed now, so retries and replays keep them. With tracing on, the
+   * request gets its own span beneath `parent` (the HTTP server span); a wire statement, which has no HTTP request,
+   * starts a trace of its own.
+   */
+  begin(init: AuditBegin, parent?: Span): AuditContext {
+    const tracing = this.#tracing;
+    const span = tracing !== null && (parent !== undefined || init.channel === 'pgwire') ? tracing.startChild(REQUEST_SPAN_NAMES[init.channel], parent) : undefined;
+    return new AuditContext(this.#port, this.#logger, init, this.#now(), { observer: this.#observer, tracing, span, parent });
   }
 }
 
@@ -62,14 +81,28 @@ export class AuditContext {
   readonly #fields: AuditEntry;
   #durationSet = false;
   #ended: Promise<void> | null = null;
+  readonly #observer: AuditObserver | null;
+  readonly #tracing: Tracing | null;
+  readonly #parentSpan: Span | undefined;
+  /** This request's span, present only while tracing is on: the pipeline hangs its stage spans beneath it. */
+  readonly span: Span | undefined;
 
-  constructor(port: AuditPort, logger: AuditLogger, init: AuditBegin, nowMs: number) {
+  constructor(port: AuditPort, logger: AuditLogger, init: AuditBegin, nowMs: number, trace: { observer?: AuditObserver | null; tracing?: Tracing | null; span?: Span | undefined; parent?: Span | undefined } = {}) {
     this.#port = port;
     this.#logger = logger;
+    this.#observer = trace.observer ?? null;
+    this.#tracing = trace.tracing ?? null;
+    this.span = trace.span;
+    this.#parentSpan = trace.parent;
     this.id = newAuditId(nowMs);
     this.ts = isoTimestamp(nowMs);
     this.#fields = newEntry(this.id, this.ts, init);
     if (init.duration_ms !== undefined) this.#durationSet = true;
+  }
+
+  /** A child span of this request's span for one stage; undefined when tracing is off. */
+  startSpan(name: string): Span | undefined {
+    return this.span === undefined ? undefined : this.#tracing!.startChild(name, this.span);
   }
 
   get ended(): boolean {
@@ -148,7 +181,38 @@ export class AuditContext {
       this.#logger.error({ audit_id: this.id, request_id: entry.request_id, err: String(err) }, 'audit entry refused by the writer (bug)');
       this.#ended = Promise.reject(err as Error);
     }
+    this.#observer?.observeEntry(entry);
+    if (this.span !== undefined) this.#endSpans(entry, this.#ended);
     return this.#ended;
+  }
+
+  /** Request attributes (ids and outcome, never keys, SQL text or bodies) on the request's span and its HTTP parent; ended when the write settles. */
+  #endSpans(entry: AuditEntry, written: Promise<void>): void {
+    const span = this.span!;
+    const attributes = {
+      'gatehouse.channel': entry.channel,
+      'gatehouse.decision': entry.decision,
+      'gatehouse.status': entry.status,
+      ...(entry.identity_id !== null ? { 'gatehouse.identity_id': entry.identity_id } : {}),
+      ...(entry.source_id !== null ? { 'gatehouse.source_id': entry.source_id } : {}),
+      ...(entry.operation !== null ? { 'gatehouse.operation': entry.operation } : {}),
+      ...(entry.action !== null ? { 'gatehouse.action': entry.action } : {}),
+      ...(entry.cache !== null ? { 'gatehouse.cache': entry.cache } : {}),
+      ...(entry.approval_id !== null ? { 'gatehouse.approval_id': entry.approval_id } : {}),
+    };
+    span.setAttributes(attributes);
+    if (entry.error_code !== null) markSpanError(span, entry.error_code);
+    if (this.#parentSpan !== undefined) {
+      if (entry.identity_id !== null) this.#parentSpan.setAttribute('gatehouse.identity_id', entry.identity_id);
+      if (entry.source_id !== null) this.#parentSpan.setAttribute('gatehouse.source_id', entry.source_id);
+    }
+    const write = this.#tracing!.startChild('gatehouse.audit.write', span);
+    const done = (failed: boolean) => {
+      if (failed) markSpanError(write, 'audit_unavailable');
+      write.end();
+      span.end();
+    };
+    written.then(() => done(false), () => done(true));
   }
 
   /**

@@ -1,4 +1,5 @@
 // The audit writer: strict (answer after commit or fsync) and buffered (bounded batches) delivery to PostgreSQL, spilling to the durable spool.
+import { performance } from 'node:perf_hooks';
 import type { Kysely } from 'kysely';
 import { sql } from 'kysely';
 import type { Config } from '../config/schema.js';
@@ -21,6 +22,8 @@ export interface AuditWriterOptions {
   copyIn?: CopyIn | undefined;
   config: AuditConfig;
   logger: AuditLogger;
+  /** Told the duration (seconds) and outcome of every batch stored in PostgreSQL (the audit write latency metric). */
+  onInsert?: ((seconds: number, ok: boolean) => void) | undefined;
   /** Defaults to a spool built from config.spool. */
   spool?: AuditSpool;
   /** An insert not answered within this time counts as a failure (its entries go to the spool). */
@@ -50,6 +53,7 @@ export class AuditWriter implements AuditPort {
   /** Write intents, in the spool directory under its lock; null until the spool could be opened at start. */
   #intents: IntentJournal | null = null;
   readonly #insertTimeoutMs: number;
+  readonly #onInsert: ((seconds: number, ok: boolean) => void) | undefined;
   readonly #strictConcurrency: number;
   readonly #flushConcurrency: number;
 
@@ -86,6 +90,7 @@ export class AuditWriter implements AuditPort {
     this.#logger = opts.logger;
     this.#spool = opts.spool ?? new AuditSpool({ dir: opts.config.spool.dir, maxBytes: opts.config.spool.max_bytes, segmentBytes: opts.config.spool.segment_bytes, logger: opts.logger });
     this.#insertTimeoutMs = opts.insertTimeoutMs ?? 5_000;
+    this.#onInsert = opts.onInsert;
     this.#strictConcurrency = opts.strictConcurrency ?? 4;
     this.#flushConcurrency = opts.flushConcurrency ?? 2;
     this.#backoffMs = opts.config.retry.initial_backoff_ms;
@@ -306,7 +311,15 @@ export class AuditWriter implements AuditPort {
     const work = this.#copyIn
       ? copyAuditEntries(this.#db, this.#copyIn, entries, this.#insertTimeoutMs)
       : insertAuditEntries(this.#db, entries);
-    await this.#bounded(work);
+    if (this.#onInsert === undefined) return void (await this.#bounded(work));
+    const started = performance.now();
+    let ok = false;
+    try {
+      await this.#bounded(work);
+      ok = true;
+    } finally {
+      this.#onInsert((performance.now() - started) / 1000, ok);
+    }
   }
 
   async #replayInsert(entries: AuditEntry[]): Promise<void> {

@@ -249,6 +249,8 @@ export const semanticCacheSchema = section({
 
 export const observabilitySchema = section({
   otlp_endpoint: z.string().url().max(2048).nullable().default(null),
+  /** How often metrics are pushed to the OTLP endpoint (traces are batched and sent within about a second). */
+  metrics_export_interval_ms: z.number().int().min(100).max(3_600_000).default(60_000),
   service_name: z.string().min(1).max(128).default('gatehouse'),
   public_stats_enabled: z.boolean().default(false),
   /** Whether /ready lists each check's detail text, or only its state. */

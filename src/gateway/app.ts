@@ -8,6 +8,7 @@ import { StoreUnavailableError } from '../store/errors.js';
 import { buildGovernanceRuntime } from '../runtime/governance.js';
 import { refuseProxyRequest, registerProxyRoutes } from './proxy/route.js';
 import { registerStatsRoute } from './stats.js';
+import { registerGatewayMetrics } from '../observability/routes.js';
 import { registerAgentApprovalRoute } from '../approvals/agent-route.js';
 import { registerMcpRoutes } from './mcp/index.js';
 
@@ -22,11 +23,14 @@ export async function buildGatewayApp(services: Services): Promise<FastifyInstan
     maxConnections: config.gateway.limits.max_connections,
     frameworkErrors: (_err, req, reply) => void answerUndecodableUrl(services, req, reply),
     requestLogging: false,
+    tracing: services.tracing,
+    listener: 'gateway',
   });
   setGatewayErrorHandler(app);
   registerHealthRoutes(app, services.readiness, { details: config.observability.readiness_details });
   const governance = await buildGovernanceRuntime(services);
-  registerStatsRoute(app, services, governance);
+  const connections = registerStatsRoute(app, services, governance);
+  registerGatewayMetrics(app, services, governance, connections);
   registerProxyRoutes(app, { pipeline: governance.deps, auditor: services.auditor, requestBodyBytes: config.gateway.limits.request_body_bytes });
   registerAgentApprovalRoute(app, { db: services.db, auditor: services.auditor, authenticate: governance.deps.authenticate });
   await registerMcpRoutes(app, services, governance);

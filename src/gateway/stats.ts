@@ -1,5 +1,5 @@
 // GET /stats on the gateway: cache counters, active connections, registered sources, circuits and audit depth; authenticated unless observability.public_stats_enabled.
-import type { FastifyInstance } from 'fastify';
+import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { authenticateAdminToken } from '../admin/auth/tokens.js';
 import { GatehouseError } from '../errors/registry.js';
 import { StoreUnavailableError } from '../store/errors.js';
@@ -7,7 +7,23 @@ import type { Services } from '../runtime/services.js';
 import type { GovernanceRuntime } from '../runtime/governance.js';
 import { postgresRuntimeFor } from '../connectors/postgres-runtime.js';
 
-export function registerStatsRoute(app: FastifyInstance, services: Services, governance: GovernanceRuntime): void {
+/**
+ * The gateway's statistics gate (/stats, /metrics): open with observability.public_stats_enabled, else an admin API
+ * token, or an agent key, since agents may watch their own gateway's health.
+ */
+export async function authorizeStats(services: Services, governance: GovernanceRuntime, req: FastifyRequest): Promise<void> {
+  if (services.config.observability.public_stats_enabled) return;
+  const header = req.headers.authorization;
+  const token = header?.startsWith('Bearer ') ? header.slice(7).trim() : '';
+  // A lost control store is 503 (spec §7), not a refused token.
+  const admin = token.startsWith('gha_') ? await authenticateAdminToken(services.db, token).catch((err: unknown) => {
+    if (err instanceof StoreUnavailableError) throw new GatehouseError('unavailable', undefined, { cause: err });
+    return null;
+  }) : null;
+  if (!admin) await governance.deps.authenticate(header);
+}
+
+export function registerStatsRoute(app: FastifyInstance, services: Services, governance: GovernanceRuntime): { activeConnections(): number } {
   let active = 0;
   app.server.on('connection', (socket) => {
     active += 1;
@@ -17,17 +33,7 @@ export function registerStatsRoute(app: FastifyInstance, services: Services, gov
   });
 
   app.get('/stats', async (req) => {
-    if (!services.config.observability.public_stats_enabled) {
-      // Operators read stats with an admin API token; an agent key is accepted too, since agents may watch their own gateway's health.
-      const header = req.headers.authorization;
-      const token = header?.startsWith('Bearer ') ? header.slice(7).trim() : '';
-      // A lost control store is 503 (spec §7), not a refused token.
-      const admin = token.startsWith('gha_') ? await authenticateAdminToken(services.db, token).catch((err: unknown) => {
-        if (err instanceof StoreUnavailableError) throw new GatehouseError('unavailable', undefined, { cause: err });
-        return null;
-      }) : null;
-      if (!admin) await governance.deps.authenticate(header);
-    }
+    await authorizeStats(services, governance, req);
     const sources = services.registry.list();
     // The PostgreSQL sources' connection pools of this process (wire sessions, MCP query, approvals): size and waits.
     const postgres = await postgresRuntimeFor(services);
@@ -41,4 +47,5 @@ export function registerStatsRoute(app: FastifyInstance, services: Services, gov
       policies: { version: services.policies.version() },
     };
   });
+  return { activeConnections: () => active };
 }

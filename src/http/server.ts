@@ -1,7 +1,15 @@
 // The fastify instance factory shared by the gateway and admin listeners: request ids, body and header bounds, logger, no framework banners.
-import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance, type FastifyServerOptions } from 'fastify';
+import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance, type FastifyRequest, type FastifyServerOptions } from 'fastify';
 import type { Logger } from '../observability/logger.js';
 import { uuidv7 } from '../util/uuidv7.js';
+import { SpanStatusCode, type Span, type Tracing } from '../observability/tracing.js';
+
+declare module 'fastify' {
+  interface FastifyRequest {
+    /** The request's server span while tracing is on (docs/observability.md "Traces"); undefined otherwise. */
+    span: Span | undefined;
+  }
+}
 
 export interface HttpServerOptions {
   log: Logger;
@@ -14,6 +22,10 @@ export interface HttpServerOptions {
   frameworkErrors?: FastifyServerOptions['frameworkErrors'];
   /** The gateway's per-request record is its audit entry; two access-log lines per request would only double the cost. */
   requestLogging?: boolean;
+  /** With OTLP export on: one server span per request, named by route template (never the raw URL: paths and queries may carry data). */
+  tracing?: Tracing | null;
+  /** The listener's name in span attributes: `gateway` or `admin`. */
+  listener?: string;
 }
 
 export function createHttpServer(opts: HttpServerOptions): FastifyInstance {
@@ -41,5 +53,40 @@ export function createHttpServer(opts: HttpServerOptions): FastifyInstance {
     reply.header('x-request-id', req.id);
     done(null, payload);
   });
+  if (opts.tracing) traceRequests(app, opts.tracing, opts.listener ?? 'http');
   return app;
+}
+
+function traceRequests(app: FastifyInstance, tracing: Tracing, listener: string): void {
+  app.decorateRequest('span', undefined);
+  app.addHook('onRequest', (req, _reply, done) => {
+    const route = req.routeOptions.url ?? 'unmatched';
+    req.span = tracing.startServer(`${req.method} ${route}`, req.headers, {
+      'http.request.method': req.method,
+      'http.route': route,
+      'gatehouse.listener': listener,
+      'gatehouse.request_id': req.id,
+      'url.scheme': req.protocol,
+    });
+    done();
+  });
+  const finish = (req: FastifyRequest, status: number | null): void => {
+    const span = req.span;
+    if (span === undefined) return;
+    req.span = undefined;
+    if (status === null) span.setStatus({ code: SpanStatusCode.ERROR, message: 'client_closed' });
+    else {
+      span.setAttribute('http.response.status_code', status);
+      if (status >= 500) span.setStatus({ code: SpanStatusCode.ERROR });
+    }
+    span.end();
+  };
+  app.addHook('onResponse', (req, reply, done) => {
+    finish(req, reply.statusCode);
+    done();
+  });
+  app.addHook('onRequestAbort', (req, done) => {
+    finish(req, null);
+    done();
+  });
 }

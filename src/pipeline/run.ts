@@ -4,19 +4,45 @@ import { StoreUnavailableError } from '../store/errors.js';
 import type { AuditDecision, AuditFields } from '../audit/entry.js';
 import { auditFieldsOf } from './decide.js';
 import type { GovernedRequest, Stage, StageOutcome } from './context.js';
+import { markSpanError } from '../observability/tracing.js';
 
 function isPromise<T>(value: Promise<T> | T): value is Promise<T> {
   return typeof (value as { then?: unknown } | null | undefined)?.then === 'function';
 }
 
+/** The stages that get a child span of the request's span when tracing is on (those that cost time; docs/observability.md). */
+const TRACED_STAGES: ReadonlySet<string> = new Set(['authenticate', 'policy', 'rate_limit', 'cache_lookup', 'upstream', 'redact', 'cache_store']);
+
 /** Runs the stages in order; the first outcome (or thrown error) ends the run. */
 export async function runStages<R extends GovernedRequest, D, O = StageOutcome>(stages: readonly Stage<R, D, O>[], req: R, deps: D): Promise<O | undefined> {
+  if (req.audit.span !== undefined) return runTracedStages(stages, req, deps);
   try {
     for (const stage of stages) {
       const ran = stage.run(req, deps);
       // Most stages finish synchronously on the hot path; awaiting them anyway would cost a microtask turn each.
       const outcome = isPromise(ran) ? await ran : ran;
       if (outcome) return outcome;
+    }
+    return undefined;
+  } finally {
+    req.audit.set(auditFieldsOf(req));
+  }
+}
+
+/** runStages with a span per traced stage; kept apart so the untraced path stays as it was. */
+async function runTracedStages<R extends GovernedRequest, D, O>(stages: readonly Stage<R, D, O>[], req: R, deps: D): Promise<O | undefined> {
+  try {
+    for (const stage of stages) {
+      const span = TRACED_STAGES.has(stage.name) ? req.audit.startSpan(`gatehouse.${stage.name}`) : undefined;
+      try {
+        const outcome = await stage.run(req, deps);
+        if (outcome) return outcome;
+      } catch (err) {
+        if (span) markSpanError(span, asGatehouseError(err).code);
+        throw err;
+      } finally {
+        span?.end();
+      }
     }
     return undefined;
   } finally {

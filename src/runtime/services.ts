@@ -20,6 +20,9 @@ import { PolicyService } from '../admin/policies/service.js';
 import { AuditWriter } from '../audit/writer.js';
 import { Auditor } from '../audit/context.js';
 import { auditChanges } from '../audit/entry.js';
+import { Metrics } from '../observability/metrics.js';
+import type { Tracing } from '../observability/tracing.js';
+import { startTelemetry } from '../observability/start.js';
 
 export interface Services {
   readonly config: Readonly<Config>;
@@ -41,6 +44,10 @@ export interface Services {
   readonly adminAudit: AdminAuditor;
   /** The compiled policy set of this instance, reloaded on change (docs/policy-api.md); loaded for roles all, gateway and admin. */
   readonly policies: PolicyService;
+  /** This process's metrics (GET /metrics, OTLP when exporting; docs/observability.md). */
+  readonly metrics: Metrics;
+  /** Span creation while OTLP export is on; null when observability.otlp_endpoint is unset (no SDK runs then). */
+  readonly tracing: Tracing | null;
   /** Registers a closer run at shutdown, last registered first (listeners before the stores they use). */
   onClose(fn: () => Promise<void>): void;
   close(): Promise<void>;
@@ -143,12 +150,17 @@ export async function buildServices(loaded: LoadedConfig, role: ServiceRole, log
       return { ok: true, detail: coord.kind === 'memory' ? 'in-process coordination (embedded)' : 'reachable' };
     });
     readiness.register('registry', () => registry.health());
+    const metrics = new Metrics();
+    const telemetry = await startTelemetry(config, { role, instanceId, metrics, log });
+    // Pushed last (closed after everything else): spans and metrics of the shutdown itself still leave.
+    if (telemetry) closers.push(() => telemetry.shutdown());
     const auditLog = log.child({ component: 'audit' });
-    const audit = new AuditWriter({ db: store.db, copyIn: store.copyIn, config: config.audit, logger: auditLog });
+    const audit = new AuditWriter({ db: store.db, copyIn: store.copyIn, config: config.audit, logger: auditLog, onInsert: (seconds, ok) => metrics.observeAuditInsert(seconds, ok) });
     await audit.start();
     // Closed after the listeners (closers run in reverse), so in-flight requests still record their entries.
     closers.push(() => audit.close());
-    const auditor = new Auditor({ port: audit, logger: auditLog });
+    registerAuditGauges(metrics, audit);
+    const auditor = new Auditor({ port: audit, logger: auditLog, observer: metrics, tracing: telemetry?.tracing ?? null });
     readiness.register('audit_buffer', () => audit.health());
     const adminAudit: AdminAuditor = {
       record: (event) =>
@@ -202,6 +214,8 @@ export async function buildServices(loaded: LoadedConfig, role: ServiceRole, log
       auditor,
       adminAudit,
       policies,
+      metrics,
+      tracing: telemetry?.tracing ?? null,
       onClose: (fn) => closers.push(fn),
       close: async () => {
         if (closed) return;
@@ -213,6 +227,14 @@ export async function buildServices(loaded: LoadedConfig, role: ServiceRole, log
     await runClosers(closers, log);
     throw err;
   }
+}
+
+function registerAuditGauges(metrics: Metrics, audit: AuditWriter): void {
+  metrics.addGauge('gatehouse_audit_buffer_entries', 'Audit entries accepted in memory, not yet in PostgreSQL or the spool.', [], () => [{ value: audit.stats().buffered }]);
+  metrics.addGauge('gatehouse_audit_spool_bytes', 'Bytes of audit entries in the durable spool waiting for PostgreSQL.', [], () => [{ value: audit.stats().spooled_bytes }]);
+  metrics.addGauge('gatehouse_audit_spool_entries', 'Audit entries in the durable spool waiting for PostgreSQL.', [], () => [{ value: audit.stats().spooled_entries }]);
+  metrics.addGauge('gatehouse_audit_postgres_available', '1 while the audit writer reaches PostgreSQL.', [], () => [{ value: audit.stats().postgres_available ? 1 : 0 }]);
+  metrics.addGauge('gatehouse_audit_dropped_entries', 'Audit entries lost under fail_open strictness since start (should stay 0).', [], () => [{ value: audit.stats().dropped }]);
 }
 
 async function runClosers(closers: Array<() => Promise<void>>, log: Logger): Promise<void> {

@@ -30,6 +30,8 @@ export interface TestServiceOptions {
   /** Use embedded PGlite and in-process coordination instead of the real servers. */
   embedded?: boolean;
   logLevel?: string;
+  /** Where the service's JSON log goes (tests that read what was logged); stdout otherwise. */
+  logDestination?: { write(line: string): void };
 }
 
 export async function startTestService(opts: TestServiceOptions = {}): Promise<TestService> {
@@ -50,7 +52,7 @@ export async function startTestService(opts: TestServiceOptions = {}): Promise<T
   const loaded = loadConfig({ env, cwd: stateDir });
   if (!loaded.ok) throw new Error(`test configuration invalid:\n${loaded.problems.join('\n')}`);
   const role = opts.role ?? 'all';
-  const log = createLogger({ level: loaded.config.observability.log_level, service: 'gatehouse-test', role });
+  const log = createLogger({ level: loaded.config.observability.log_level, service: 'gatehouse-test', role, ...(opts.logDestination ? { destination: opts.logDestination } : {}) });
   const running = await startService(loaded, role, log);
   const url = (key: string) => {
     const a = running.addresses[key];

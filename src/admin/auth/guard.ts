@@ -20,6 +20,8 @@ export interface GuardOptions {
   db: Db;
   sessions: AdminSessions;
   cookieName: string;
+  /** observability.public_stats_enabled: GET /metrics needs no sign-in. */
+  publicMetrics?: boolean;
 }
 
 /** The session behind a session-authenticated request (for CSRF, logout and rotation). */
@@ -35,7 +37,8 @@ function routeKey(req: FastifyRequest): string {
 }
 
 function isPageRequest(req: FastifyRequest): boolean {
-  return (req.method === 'GET' || req.method === 'HEAD') && !req.url.startsWith('/api/');
+  // /metrics is read by scrapers, not browsers: a refusal is a 401, not a redirect to the sign-in page.
+  return (req.method === 'GET' || req.method === 'HEAD') && !req.url.startsWith('/api/') && req.routeOptions.url !== '/metrics';
 }
 
 /**
@@ -47,7 +50,8 @@ export function installAdminGuard(app: FastifyInstance, opts: GuardOptions): voi
   app.decorateRequest('admin', null);
 
   app.addHook('onRequest', async (req, reply) => {
-    if (PUBLIC_ROUTES.has(routeKey(req))) return;
+    const key = routeKey(req);
+    if (PUBLIC_ROUTES.has(key) || (opts.publicMetrics === true && key === 'GET /metrics')) return;
     const authorization = req.headers.authorization;
     let principal: AdminPrincipal;
     if (authorization !== undefined) {

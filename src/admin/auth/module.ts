@@ -31,7 +31,7 @@ export const adminAuthModule: AdminModule = async ({ app, api, services }) => {
     idleSeconds: admin.session_idle_seconds,
   });
   const throttle = new LoginThrottle(coord, admin.login_throttle);
-  installAdminGuard(app, { db, sessions, cookieName: admin.cookie.name });
+  installAdminGuard(app, { db, sessions, cookieName: admin.cookie.name, publicMetrics: services.config.observability.public_stats_enabled });
   registerAuthRoutes({ app, api, services, sessions, throttle });
   registerAdminUserRoutes({ app, api, services });
 };

@@ -1,4 +1,5 @@
 // What every MCP tool is given: the shared pipeline dependencies, the caller (already authenticated), and the audit entry the call owns.
+import type { Span } from '../../observability/tracing.js';
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import type { z } from 'zod';
 import type { AuditContext, Auditor } from '../../audit/context.js';
@@ -27,6 +28,8 @@ export interface ToolCaller {
   /** The HTTP request id (x-request-id), shared by the audit entry. */
   readonly requestId: string;
   readonly clientIp: string | null;
+  /** The HTTP request's server span when tracing is on: each tool call's span hangs beneath it. */
+  readonly span?: Span | undefined;
 }
 
 export interface ToolRun {

@@ -30,7 +30,7 @@ export async function registerMcpRoutes(app: FastifyInstance, services: Services
   const callerOf = (req: FastifyRequest): ToolCaller => {
     const identity = identities.get(req);
     if (!identity) throw new GatehouseError('unauthenticated');
-    return { identity, requestId: req.id, clientIp: req.ip };
+    return { identity, requestId: req.id, clientIp: req.ip, span: req.span };
   };
 
   void app.register(async (scope) => {

@@ -60,7 +60,7 @@ export function buildToolset(config: Readonly<Config>): Toolset {
         identity_id: caller.identity.id,
         operation: tool ? name : null,
         action: `mcp.${tool ? name : 'unknown_tool'}`,
-      });
+      }, caller.span);
       if (!tool) {
         await endAudit(audit, { status: 400, decision: 'error', error_code: 'invalid_request', reasons: ['mcp: unknown tool'] }, caller.requestId);
         throw unknownTool(name);

@@ -15,5 +15,7 @@ export async function buildWireListener(services: Services): Promise<WireListene
   const { pools } = await postgresRuntimeFor(services);
   // The governance runtime started it: the process's one revocation subscription serves the wire as well.
   const revocations = await startKeySessionMemo(services);
-  return createWireListener({ config, log: services.log.child({ listener: 'pgwire' }), db: services.db, auditor: services.auditor, pipeline: governance.deps, pools, revocations });
+  const listener = createWireListener({ config, log: services.log.child({ listener: 'pgwire' }), db: services.db, auditor: services.auditor, pipeline: governance.deps, pools, revocations });
+  services.metrics.addGauge('gatehouse_wire_sessions', 'Client connections open on the PostgreSQL wire listener.', [], () => [{ value: listener.sessions() }]);
+  return listener;
 }

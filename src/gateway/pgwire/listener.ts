@@ -75,6 +75,8 @@ interface CancelEntry {
 
 export interface WireListener {
   server: net.Server;
+  /** Client connections open now (any state: startup, authenticating, ready). */
+  sessions(): number;
   close(): Promise<void>;
 }
 
@@ -98,6 +100,7 @@ export function createWireListener(deps: WireListenerDeps): WireListener {
   server.maxConnections = config.gateway.limits.max_connections;
   return {
     server,
+    sessions: () => connections.size,
     async close() {
       await new Promise<void>((resolve) => {
         server.close(() => resolve());

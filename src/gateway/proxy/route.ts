@@ -96,7 +96,7 @@ function auditUnavailable(auditErr: unknown): GatehouseError {
 
 /** A proxy request refused before the pipeline (body unreadable, URL undecodable): its one audit entry, then the error, or 503 when the entry cannot be recorded. */
 export async function refuseProxyRequest(auditor: Auditor, req: FastifyRequest, reply: FastifyReply, error: GatehouseError): Promise<FastifyReply> {
-  const audit = auditor.begin({ channel: 'http', request_id: req.id, client_ip: req.ip, method: req.method, source_id: sourceIdOf(req) });
+  const audit = auditor.begin({ channel: 'http', request_id: req.id, client_ip: req.ip, method: req.method, source_id: sourceIdOf(req) }, req.span);
   try {
     await audit.end({ ...auditFailure(error), bytes_out: 0 });
   } catch (auditErr) {
@@ -136,7 +136,7 @@ export function registerProxyRoutes(app: FastifyInstance, deps: ProxyRouteDeps):
         method: req.method,
         source_id: SOURCE_ID_PATTERN.test(req.params.source_id) ? req.params.source_id : null,
         bytes_in: Buffer.isBuffer(req.body) ? req.body.length : 0,
-      });
+      }, req.span);
       const exec: HttpExecution = {
         channel: 'http',
         requestId: req.id,

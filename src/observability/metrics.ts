@@ -1,0 +1,178 @@
+// The process's metrics (spec §9 observability): one registry rendered as Prometheus text at /metrics and mirrored to OTLP when an endpoint is set; see docs/observability.md.
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import type { Attributes, Counter as OtelCounter, Histogram as OtelHistogram, Meter, ObservableResult } from '@opentelemetry/api';
+import type { AuditEntry } from '../audit/entry.js';
+
+/** Request latency buckets, seconds: a cache hit is sub-millisecond, an upstream call tens of milliseconds, a timeout seconds. */
+const LATENCY_BUCKETS = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30];
+
+/** One gauge's current values, read when scraped (or exported): label values by label name, and the number. */
+export type GaugeSample = { labels?: Record<string, string>; value: number };
+export type GaugeReader = () => GaugeSample[] | Promise<GaugeSample[]>;
+
+interface RequestSeries {
+  count: Counter.Internal;
+  seconds: Histogram.Internal<string>;
+  attributes: Attributes;
+}
+
+interface ReaderEntry {
+  name: string;
+  help: string;
+  read: GaugeReader;
+  kind: 'gauge' | 'counter';
+}
+
+interface OtelMirror {
+  requests: OtelCounter;
+  seconds: OtelHistogram;
+  cache: OtelCounter;
+  auditInsertSeconds: OtelHistogram;
+}
+
+export class Metrics {
+  readonly registry = new Registry();
+  readonly #requests: Counter<string>;
+  readonly #requestSeconds: Histogram<string>;
+  readonly #cache: Counter<string>;
+  readonly #auditInsertSeconds: Histogram<string>;
+  readonly #auditInsertFailures: Counter<string>;
+  /** channel → decision → status → bound series: after warm-up, counting a request allocates nothing. */
+  readonly #series = new Map<string, Map<string, Map<number, RequestSeries>>>();
+  readonly #cacheSeries = new Map<string, Map<string, Counter.Internal>>();
+  readonly #gauges: ReaderEntry[] = [];
+  #otelMeter: { add(entry: ReaderEntry): void } | null = null;
+  #otel: OtelMirror | null = null;
+
+  constructor(opts: { processMetrics?: boolean } = {}) {
+    const registers = [this.registry];
+    this.#requests = new Counter({ name: 'gatehouse_requests_total', help: 'Requests ended, by front door (channel), decision and status (one per audit entry).', labelNames: ['channel', 'decision', 'status'], registers });
+    this.#requestSeconds = new Histogram({ name: 'gatehouse_request_duration_seconds', help: 'Request duration from arrival to the audit entry, by front door, decision and status.', labelNames: ['channel', 'decision', 'status'], buckets: LATENCY_BUCKETS, registers });
+    this.#cache = new Counter({ name: 'gatehouse_cache_requests_total', help: 'Governed cache outcomes of requests (hit, miss, bypass), by front door.', labelNames: ['channel', 'outcome'], registers });
+    this.#auditInsertSeconds = new Histogram({ name: 'gatehouse_audit_write_duration_seconds', help: 'Time to store one batch of audit entries in PostgreSQL.', labelNames: ['outcome'], buckets: LATENCY_BUCKETS, registers });
+    this.#auditInsertFailures = new Counter({ name: 'gatehouse_audit_write_failures_total', help: 'Audit batches PostgreSQL did not take (they go to the spool).', registers });
+    if (opts.processMetrics !== false) collectDefaultMetrics({ register: this.registry });
+  }
+
+  /** Counts one ended request from its canonical audit entry (every front door ends each request with exactly one). */
+  observeEntry(entry: AuditEntry): void {
+    const series = this.#seriesFor(entry.channel, entry.decision, entry.status);
+    series.count.inc();
+    const seconds = entry.duration_ms / 1000;
+    series.seconds.observe(seconds);
+    if (entry.cache !== null) this.#cacheFor(entry.channel, entry.cache).inc();
+    const otel = this.#otel;
+    if (otel) {
+      otel.requests.add(1, series.attributes);
+      otel.seconds.record(seconds, series.attributes);
+      if (entry.cache !== null) otel.cache.add(1, { channel: entry.channel, outcome: entry.cache });
+    }
+  }
+
+  /** One batch insert of the audit writer: its duration and whether PostgreSQL took it. */
+  observeAuditInsert(seconds: number, ok: boolean): void {
+    const outcome = ok ? 'ok' : 'failed';
+    this.#auditInsertSeconds.observe({ outcome }, seconds);
+    if (!ok) this.#auditInsertFailures.inc();
+    this.#otel?.auditInsertSeconds.record(seconds, { outcome });
+  }
+
+  /**
+   * A gauge read at scrape (and export) time from the component that owns the number. Registering a name again
+   * replaces its reader (a listener rebuilt on the same services reports its own state).
+   */
+  addGauge(name: string, help: string, labelNames: readonly string[], read: GaugeReader): void {
+    this.#addReader('gauge', name, help, labelNames, read);
+  }
+
+  /** A monotonic count a component keeps itself (cache hits, pool waits), exposed as a counter read at scrape time. */
+  addCounterReader(name: string, help: string, labelNames: readonly string[], read: GaugeReader): void {
+    this.#addReader('counter', name, help, labelNames, read);
+  }
+
+  #addReader(kind: 'gauge' | 'counter', name: string, help: string, labelNames: readonly string[], read: GaugeReader): void {
+    const existing = this.#gauges.find((g) => g.name === name);
+    if (existing) {
+      if (existing.kind !== kind) throw new TypeError(`metric ${name} registered as a ${existing.kind}`);
+      existing.read = read;
+      return;
+    }
+    const entry = { name, help, read, kind };
+    this.#gauges.push(entry);
+    const registers = [this.registry];
+    if (kind === 'gauge') {
+      new Gauge({
+        name, help, labelNames, registers,
+        async collect() {
+          this.reset();
+          for (const s of await entry.read()) {
+            if (s.labels) this.set(s.labels, s.value);
+            else this.set(s.value);
+          }
+        },
+      });
+    } else {
+      new Counter({
+        name, help, labelNames, registers,
+        async collect() {
+          this.reset();
+          for (const s of await entry.read()) {
+            if (s.labels) this.inc(s.labels, s.value);
+            else this.inc(s.value);
+          }
+        },
+      });
+    }
+    this.#otelMeter?.add(entry);
+  }
+
+  /** Prometheus text exposition format 0.0.4. */
+  render(): Promise<string> {
+    return this.registry.metrics();
+  }
+
+  get contentType(): string {
+    return this.registry.contentType;
+  }
+
+  /** Mirrors every series into an OpenTelemetry meter (OTLP export); called only when an endpoint is configured. */
+  mirrorTo(meter: Meter): void {
+    this.#otel = {
+      requests: meter.createCounter('gatehouse.requests', { description: 'Requests ended, by front door (channel), decision and status.' }),
+      seconds: meter.createHistogram('gatehouse.request.duration', { unit: 's', description: 'Request duration from arrival to the audit entry.', advice: { explicitBucketBoundaries: LATENCY_BUCKETS } }),
+      cache: meter.createCounter('gatehouse.cache.requests', { description: 'Governed cache outcomes of requests.' }),
+      auditInsertSeconds: meter.createHistogram('gatehouse.audit.write.duration', { unit: 's', description: 'Time to store one batch of audit entries.', advice: { explicitBucketBoundaries: LATENCY_BUCKETS } }),
+    };
+    const observe = (g: ReaderEntry): void => {
+      const otelName = g.name.replace(/^gatehouse_/, 'gatehouse.').replace(/_total$/, '');
+      const instrument = g.kind === 'counter' ? meter.createObservableCounter(otelName, { description: g.help }) : meter.createObservableGauge(otelName, { description: g.help });
+      instrument.addCallback(async (result: ObservableResult) => {
+        for (const s of await g.read()) result.observe(s.value, s.labels);
+      });
+    };
+    for (const g of this.#gauges) observe(g);
+    this.#otelMeter = { add: observe };
+  }
+
+  #seriesFor(channel: string, decision: string, status: number): RequestSeries {
+    let byDecision = this.#series.get(channel);
+    if (!byDecision) this.#series.set(channel, (byDecision = new Map()));
+    let byStatus = byDecision.get(decision);
+    if (!byStatus) byDecision.set(decision, (byStatus = new Map()));
+    let series = byStatus.get(status);
+    if (!series) {
+      const labels = { channel, decision, status: String(status) };
+      series = { count: this.#requests.labels(labels), seconds: this.#requestSeconds.labels(labels), attributes: labels };
+      byStatus.set(status, series);
+    }
+    return series;
+  }
+
+  #cacheFor(channel: string, outcome: string): Counter.Internal {
+    let byOutcome = this.#cacheSeries.get(channel);
+    if (!byOutcome) this.#cacheSeries.set(channel, (byOutcome = new Map()));
+    let counter = byOutcome.get(outcome);
+    if (!counter) byOutcome.set(outcome, (counter = this.#cache.labels({ channel, outcome })));
+    return counter;
+  }
+}

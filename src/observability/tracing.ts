@@ -1,0 +1,37 @@
+// Span creation for the front doors and the pipeline, over the OpenTelemetry API only (the SDK lives in telemetry.ts and is loaded only when exporting).
+import { defaultTextMapGetter, trace, ROOT_CONTEXT, SpanKind, SpanStatusCode, type Attributes, type Context, type Span, type Tracer } from '@opentelemetry/api';
+import { W3CTraceContextPropagator } from '@opentelemetry/core';
+
+export { SpanKind, SpanStatusCode, type Span };
+
+const propagator = new W3CTraceContextPropagator();
+
+/** Span creation with explicit parents: no global provider and no async-context manager (the request carries its span). */
+export class Tracing {
+  readonly #tracer: Tracer;
+
+  constructor(tracer: Tracer) {
+    this.#tracer = tracer;
+  }
+
+  /**
+   * A server span for one incoming request. A W3C `traceparent` (and `tracestate`) from the client becomes its
+   * parent; nothing of it is forwarded upstream (spec §4 rule 6's allowlist).
+   */
+  startServer(name: string, headers: Readonly<Record<string, string | string[] | undefined>>, attributes: Attributes): Span {
+    const parent = headers.traceparent === undefined ? ROOT_CONTEXT : propagator.extract(ROOT_CONTEXT, headers, defaultTextMapGetter);
+    return this.#tracer.startSpan(name, { kind: SpanKind.SERVER, attributes }, parent);
+  }
+
+  /** A span beneath `parent`, or a new trace's root when there is none. */
+  startChild(name: string, parent: Span | undefined, attributes?: Attributes, kind: SpanKind = SpanKind.INTERNAL): Span {
+    const ctx: Context = parent === undefined ? ROOT_CONTEXT : trace.setSpan(ROOT_CONTEXT, parent);
+    return this.#tracer.startSpan(name, { kind, ...(attributes ? { attributes } : {}) }, ctx);
+  }
+}
+
+/** Records a failure on a span by its registry code only: error messages may carry details that do not belong in telemetry. */
+export function markSpanError(span: Span, code: string): void {
+  span.setStatus({ code: SpanStatusCode.ERROR, message: code });
+  span.setAttribute('gatehouse.error_code', code);
+}
