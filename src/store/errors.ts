@@ -78,6 +78,7 @@ function columnsFromDetail(detail: unknown): string | null {
 const CONSTRAINT_FIELDS: Readonly<Record<string, string>> = {
   admin_users_username_key: 'username',
   admin_users_oidc_subject_key: 'oidc_subject',
+  admin_users_oidc_issuer_subject_key: 'subject',
   admin_tokens_token_hash_key: 'token_hash',
   admin_tokens_admin_user_id_fkey: 'admin_user_id',
   identities_name_key: 'name',
@@ -85,6 +86,7 @@ const CONSTRAINT_FIELDS: Readonly<Record<string, string>> = {
   identities_api_key_legacy_digest_key: 'api_key',
   identities_pg_username_key: 'pg_username',
   identities_oidc_subject_key: 'oidc_subject',
+  identities_oidc_issuer_subject_key: 'subject',
   data_sources_source_id_key: 'source_id',
   source_roles_source_id_role_key_key: 'role_key',
   source_roles_source_id_fkey: 'source_id',

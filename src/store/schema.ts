@@ -42,6 +42,8 @@ export interface AdminUsersTable {
   must_change_password: Defaulted<boolean>;
   /** spec §5.3: advanced when username, roles, enabled or SSO subject change. */
   auth_version: Defaulted<number>;
+  /** The issuer the subject belongs to (auth.oidc.issuer_url when it was mapped); subjects are unique per issuer. */
+  oidc_issuer: string | null;
   oidc_subject: string | null;
   oidc_email: string | null;
   created_at: CreatedAt;
@@ -74,6 +76,8 @@ export interface IdentitiesTable {
   api_key_legacy_digest: string | null;
   scram_verifier: string | null;
   pg_username: string | null;
+  /** The issuer the subject belongs to (auth.oidc.issuer_url when it was mapped); subjects are unique per issuer. */
+  oidc_issuer: string | null;
   oidc_subject: string | null;
   oidc_email: string | null;
   auth_version: Defaulted<number>;

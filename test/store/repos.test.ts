@@ -1,4 +1,5 @@
 // Repository smoke tests on real PostgreSQL: CRUD per resource, unique/foreign-key mapping, version triggers.
+import { setAdminSubject } from '../../src/store/repos/oidc-subjects.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { sql } from 'kysely';
 import { ConflictError, InvalidReferenceError } from '../../src/store/errors.js';
@@ -50,8 +51,11 @@ describe('control-store repositories on PostgreSQL', () => {
     expect(same?.auth_version).toBe(1);
     const demoted = await adminUsers.updateAdminUser(db, owner.id, { roles: ['viewer'] });
     expect(demoted?.auth_version).toBe(2);
-    const sso = await adminUsers.updateAdminUser(db, owner.id, { oidc_subject: 'sub-1' });
+    const sso = await setAdminSubject(db, owner.id, { issuer: 'https://idp.example', subject: 'sub-1', email: null });
     expect(sso?.auth_version).toBe(3);
+    expect((await setAdminSubject(db, owner.id, { issuer: 'https://idp.example', subject: 'sub-1', email: 'a@example.com' }))?.auth_version).toBe(3);
+    expect((await setAdminSubject(db, owner.id, { issuer: 'https://other.example', subject: 'sub-1', email: null }))?.auth_version).toBe(4);
+    expect((await setAdminSubject(db, owner.id, null))?.auth_version).toBe(5);
     expect(await adminUsers.updateAdminUser(db, 999_999, { enabled: false })).toBeUndefined();
 
     const conflict = await rejection(adminUsers.createAdminUser(db, { username: 'admin' }));

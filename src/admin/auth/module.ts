@@ -10,6 +10,7 @@ import { AdminSessions } from './sessions.js';
 import { sessionStoreFor } from './session-store.js';
 import { LoginThrottle } from './throttle.js';
 import { whenMigrated } from '../../runtime/when-migrated.js';
+import { registerMappingRoutes } from './oidc/mappings.js';
 
 export const adminAuthModule: AdminModule = async ({ app, api, services }) => {
   const { config, secrets, db, coord, log } = services;
@@ -34,4 +35,5 @@ export const adminAuthModule: AdminModule = async ({ app, api, services }) => {
   installAdminGuard(app, { db, sessions, cookieName: admin.cookie.name, publicMetrics: services.config.observability.public_stats_enabled });
   registerAuthRoutes({ app, api, services, sessions, throttle });
   registerAdminUserRoutes({ app, api, services });
+  registerMappingRoutes({ app, api, services });
 };

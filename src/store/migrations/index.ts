@@ -4,6 +4,7 @@ import { foundation } from './0001_foundation.js';
 import { audit } from './0002_audit.js';
 import { approvalsExecution } from './0003_approvals_execution.js';
 import { adminSessions } from './0004_admin_sessions.js';
+import { oidcSubjects } from './0007_oidc_subjects.js';
 import { alerts } from './0008_alerts.js';
 import { ingestion } from './0010_ingestion.js';
 
@@ -13,6 +14,7 @@ export const migrations: Readonly<Record<string, Migration>> = Object.freeze({
   '0002_audit': audit,
   '0003_approvals_execution': approvalsExecution,
   '0004_admin_sessions': adminSessions,
+  '0007_oidc_subjects': oidcSubjects,
   '0008_alerts': alerts,
   '0010_ingestion': ingestion,
 });

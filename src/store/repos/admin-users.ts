@@ -12,8 +12,6 @@ export interface NewAdminUserInput {
   roles?: AdminRole[];
   enabled?: boolean;
   must_change_password?: boolean;
-  oidc_subject?: string | null;
-  oidc_email?: string | null;
 }
 
 export type AdminUserPatch = Partial<NewAdminUserInput>;
@@ -40,8 +38,9 @@ export async function countAdminUsers(db: Db): Promise<number> {
 }
 
 /**
- * Partial update. When username, roles, enabled or oidc_subject actually change, auth_version
- * advances in the same statement, so no session can outlive the change (spec §5.3).
+ * Partial update. When username, roles or enabled actually change, auth_version advances in the same statement,
+ * so no session can outlive the change (spec §5.3); the SSO subject changes through repos/oidc-subjects.ts, which
+ * does the same.
  */
 export async function updateAdminUser(db: Db, id: number, patch: AdminUserPatch): Promise<AdminUser | undefined> {
   const values = defined(patch);
@@ -50,7 +49,6 @@ export async function updateAdminUser(db: Db, id: number, patch: AdminUserPatch)
   if (values.username !== undefined) changed.push(sql`username is distinct from ${values.username}`);
   if (values.roles !== undefined) changed.push(sql`roles is distinct from ${values.roles}::text[]`);
   if (values.enabled !== undefined) changed.push(sql`enabled is distinct from ${values.enabled}`);
-  if ('oidc_subject' in values) changed.push(sql`oidc_subject is distinct from ${values.oidc_subject ?? null}::text`);
   const advance = changed.length > 0 ? sql<number>`auth_version + (case when ${sql.join(changed, sql` or `)} then 1 else 0 end)` : sql<number>`auth_version`;
   return guard(RESOURCE, () =>
     db

@@ -34,8 +34,6 @@ export interface NewIdentityInput {
   api_key_legacy_digest?: string | null;
   scram_verifier?: string | null;
   pg_username?: string | null;
-  oidc_subject?: string | null;
-  oidc_email?: string | null;
 }
 
 export type IdentityPatch = Partial<NewIdentityInput>;
