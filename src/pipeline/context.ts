@@ -32,6 +32,11 @@ export type GovernedAction =
       readonly kind: 'sql';
       readonly sql: string;
       readonly params: readonly unknown[];
+      /**
+       * Set by a front door that keeps the statement's session and re-applies the governed session state after a
+       * session reset (the wire relay, docs/pgwire.md "Session resets"); elsewhere a reset is refused.
+       */
+      readonly reappliesSessionState?: true;
     };
 
 /** How the identity is established: a bearer credential to verify, or an identity the front door already authenticated (the wire listener at login). */

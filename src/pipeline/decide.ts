@@ -53,7 +53,11 @@ export const refuseSessionEscapes: Stage = {
   name: 'session_escape',
   run(req) {
     const trap = req.sql?.traps.find((t) => SESSION_ESCAPE_TRAPS.has(t));
-    if (trap === undefined) return;
+    if (trap === undefined) {
+      if (!req.sql?.traps.includes('session_reset') || (req.action.kind === 'sql' && req.action.reappliesSessionState === true)) return;
+      req.audit.addReason('session_reset refused');
+      throw new GatehouseError('forbidden', 'Session resets (DISCARD ALL, RESET ALL, RESET ROLE …) are only allowed on a wire session, which restores the governed session state after them.');
+    }
     req.audit.addReason(`${trap} refused`);
     throw new GatehouseError('forbidden', SESSION_ESCAPE_TRAPS.get(trap));
   },

@@ -130,6 +130,12 @@ describe('query', () => {
     expect(upstreamErr.s.error).toBe('upstream_sql_error');
     expect(upstreamErr.text).toContain('42P01');
     expect(upstreamErr.text).not.toContain(mw.database.name);
+    // A session reset is only allowed where the session's governed state is re-applied after it (the wire relay).
+    for (const sql of ['RESET ROLE; select current_user', 'DISCARD ALL', 'RESET ALL']) {
+      const reset = await call(client, 'query', { source_id: PG_SOURCE, sql });
+      expect(reset.s.error, sql).toBe('forbidden');
+      expect(reset.text).toContain('wire session');
+    }
   });
 
   test('a write needing approval returns its id; approved through the admin API it runs once and get_approval shows the result', async () => {

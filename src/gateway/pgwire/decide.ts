@@ -181,7 +181,7 @@ export async function decideStatement(
     clientIp: d.clientIp,
     sourceId: d.sourceId,
     credential: { kind: 'authenticated', identity },
-    action: { kind: 'sql', sql, params },
+    action: { kind: 'sql', sql, params, reappliesSessionState: true },
     audit,
   };
   const memoize = memo !== null && MEMO_ENABLED;

@@ -391,6 +391,8 @@ class WireConnection {
       maxRowBytes: deps.config.gateway.limits.pg_message_bytes,
       identity: () => this.#currentIdentity(),
       log: this.ctx.log,
+      session: { role: identity.mapped_pg_role ?? null, settings: settings.settings },
+      userName: this.#user,
     });
     this.#state = 'ready';
     this.#socket.write(Buffer.concat(out));

@@ -28,11 +28,13 @@ import {
   parseQuery,
   parseRowDescription,
   parseRowOrigins,
+  parameterStatus,
   queryMessage,
   type ErrorFields,
   type Frame,
 } from './protocol.js';
 import { REFUSAL_PARSE, REFUSAL_QUERY, TxStatus } from './transaction.js';
+import { REAPPLY_EXTENDED_COMPLETIONS, reapplyExtended, reapplyQuery, reapplySql, resetEffect, type GovernedSessionState } from './session-reset.js';
 import { FUNCTION_CALL_RESPONSE, functionCallResponse, functionLookupSql, governedSql, parseFunctionCall, parseFunctionCallResponse, type CalledFunction } from './function-call.js';
 import { auditColumns, changesStructure, errorMayQuoteRedacted, provenanceRedaction, withheldErrorFields, withheldNoticeFields } from '../../pipeline/columns.js';
 import type { StatementColumns } from '../../governance/sql/provenance.js';
@@ -90,6 +92,11 @@ interface Portal {
   description?: Buffer;
 }
 
+/** Statement kinds that may reset part of the governed session state (session-reset.ts). */
+const RESET_KINDS: ReadonlySet<string> = new Set(['reset', 'set', 'discard']);
+/** Completion messages of the extended re-apply form. */
+const COMPLETION_TYPES = new Set<number>([Backend.ParseComplete, Backend.BindComplete, Backend.CommandComplete, Backend.CloseComplete]);
+
 /** Statement kinds whose SQL creates or drops a protocol-level name (relay #forgetSqlNames). */
 const SQL_NAMING_KINDS: ReadonlySet<string> = new Set(['prepare', 'deallocate', 'declare_cursor', 'close_cursor']);
 
@@ -118,6 +125,11 @@ type Pending =
   | { kind: 'abort' }
   /** A query of the gateway's own on the session's connection: its answer goes to `done`, never to the client. */
   | { kind: 'internal'; answer: InternalAnswer; done: (a: InternalAnswer) => void }
+  /**
+   * The governed session state re-applied after a session reset (session-reset.ts), never shown to the client. `remaining`:
+   * the completion messages still owed by the extended form, or null for the simple form (answered up to ReadyForQuery).
+   */
+  | { kind: 'reapply'; remaining: number | null; error: ErrorFields | null }
   /** A FunctionCall relayed upstream: one FunctionCallResponse or ErrorResponse, then ReadyForQuery. */
   | { kind: 'fcall'; run: StatementRun; fn: CalledFunction; resultFormat: number };
 
@@ -145,6 +157,10 @@ export interface RelayDeps {
   maxRowBytes: number;
   identity(): Promise<AgentIdentity>;
   log: { warn(o: object, m?: string): void };
+  /** What the gateway set on the upstream session after login: re-applied after a session reset. */
+  session: GovernedSessionState;
+  /** The client's wire user name: what ParameterStatus session_authorization says, never the upstream's login user. */
+  userName: string;
 }
 
 export class WireRelay {
@@ -431,6 +447,14 @@ export class WireRelay {
       for (const d of decisions) this.#endRefused(d.req, `copy: ${error.message}`, 'copy_refused');
       return this.#answerLocally(error);
     }
+    // A role reset re-applied after the whole string would leave the statements behind it (and a SAVEPOINT a later
+    // ROLLBACK TO could return to) under the upstream's login role: it must end the string (docs/pgwire.md).
+    const misplaced = decisions.findIndex((d, i) => i < decisions.length - 1 && d.req.sql?.traps.includes('session_reset'));
+    if (misplaced >= 0) {
+      const error = { sqlstate: '42501', message: 'a session reset (DISCARD ALL, RESET ALL, RESET ROLE …) must be the last statement of its query string through the gateway' };
+      for (const d of decisions) this.#endRefused(d.req, `session_reset: ${error.message}`, 'forbidden', 403);
+      return this.#answerLocally(error);
+    }
     const runs = decisions.map((d) => this.#run(d.req, null));
     // Each write's intent is durable before the query goes upstream (docs/audit.md "Write intents"); a refusal throws here, before anything is sent.
     if (runs.some((r) => isWriteOperation(r.req.operation))) runs[0]!.req.audit.admit();
@@ -439,6 +463,27 @@ export class WireRelay {
     for (const [i, d] of decisions.entries()) this.#forgetSqlNames(d.req, texts[i]!);
     this.#pending.push({ kind: 'query', runs, index: 0, localError: null });
     this.upstream.write(queryMessage(sql));
+    const reapply = this.#resetReapply(decisions[decisions.length - 1]!.req, texts[texts.length - 1]!);
+    if (reapply !== null) {
+      // A Query of its own, written before anything else the client sends: it runs before the client's next statement.
+      this.#pending.push({ kind: 'reapply', remaining: null, error: null });
+      this.upstream.write(reapplyQuery(reapply));
+    }
+  }
+
+  /**
+   * After a statement that resets part of the governed session state (session-reset.ts): forgets the protocol names
+   * DISCARD ALL drops, and returns the statement that re-applies what it undid, or null.
+   */
+  #resetReapply(req: GovernedRequest, sql: string): string | null {
+    if (!req.sql?.statements.some((st) => RESET_KINDS.has(st.kind))) return null;
+    const effect = resetEffect(sql);
+    if (effect === null) return null;
+    if (effect.dropsNames) {
+      this.#statements.clear();
+      this.#portals.clear();
+    }
+    return reapplySql(this.deps.session, effect);
   }
 
   async #parse(frame: Frame): Promise<void> {
@@ -541,6 +586,12 @@ export class WireRelay {
     }
     this.#pending.push({ kind: 'execute', run });
     this.#batch.push(frame.raw);
+    const reapply = this.#resetReapply(decision.req, portal.sql);
+    if (reapply !== null) {
+      // Right behind the Execute, inside the client's batch: skipped with it when it fails, before anything after it.
+      this.#pending.push({ kind: 'reapply', remaining: REAPPLY_EXTENDED_COMPLETIONS, error: null });
+      this.#batch.push(reapplyExtended(reapply));
+    }
   }
 
   /**
@@ -579,7 +630,7 @@ export class WireRelay {
   #extendedOpen(): boolean {
     if (this.#batch.length > 0) return true;
     const last = this.#pending[this.#pending.length - 1];
-    return last !== undefined && (last.kind === 'simple1' || last.kind === 'describeS' || last.kind === 'describeP' || last.kind === 'execute' || last.kind === 'refusal');
+    return last !== undefined && (last.kind === 'simple1' || last.kind === 'describeS' || last.kind === 'describeP' || last.kind === 'execute' || last.kind === 'refusal' || (last.kind === 'reapply' && last.remaining !== null));
   }
 
   /** An error answered by the gateway as a cycle of its own: the upstream fails in its place (transaction.ts), so a transaction block is aborted as PostgreSQL's own error would abort it. */
@@ -607,6 +658,39 @@ export class WireRelay {
       this.#pending.shift();
       h.done(a);
     }
+  }
+
+  /**
+   * The re-apply's answer. The simple form runs as a Query of its own: 25P02 means the client's string left its
+   * transaction block failed, so the reset itself did not take effect or is undone with the block (the reset ended the
+   * string, so no savepoint follows it). Any other error, or one of the extended form (which runs only when the reset
+   * itself succeeded), leaves the session outside its governed state: it ends, and closing the connection rolls back
+   * whatever is open.
+   */
+  #onReapply(h: Pending & { kind: 'reapply' }, type: number, body: Buffer): void {
+    if (type === 0) return this.#endSession('the upstream connection was lost', '08006');
+    if (type === Backend.ErrorResponse) {
+      const f = this.upstream.sanitizeFields(parseErrorFields(body));
+      h.error ??= { sqlstate: f.get('C') ?? 'XX000', message: f.get('M') ?? 'upstream error' };
+      if (h.remaining === null) return;
+    } else if (h.remaining !== null) {
+      if (COMPLETION_TYPES.has(type) && --h.remaining === 0) this.#pending.shift();
+      return;
+    } else if (type !== Backend.ReadyForQuery) return;
+    if (h.remaining === null) this.#pending.shift();
+    if (h.error !== null && (h.remaining !== null || h.error.sqlstate !== '25P02')) {
+      this.deps.log.warn({ sqlstate: h.error.sqlstate }, 'wire session state could not be re-applied after a session reset');
+      this.#endSession(`the session's governed state could not be restored after a session reset: ${h.error.message}`, h.error.sqlstate);
+    }
+  }
+
+  /** ParameterStatus as the client may see it: the session's authorization is the wire user's, as at login, never the upstream's. */
+  #clientParameterStatus(raw: Buffer, body: Buffer): Buffer {
+    const nul = body.indexOf(0);
+    const name = body.toString('utf8', 0, nul);
+    if (name === 'session_authorization') return parameterStatus(name, this.deps.userName);
+    if (name === 'is_superuser') return parameterStatus(name, 'off');
+    return raw;
   }
 
   #onFunctionResult(h: Pending & { kind: 'fcall' }, body: Buffer): void {
@@ -797,6 +881,7 @@ export class WireRelay {
   #onUpstream(type: number, raw: Buffer, body: Buffer): void {
     const head = this.#pending[0];
     if (head?.kind === 'internal' && !ASYNCHRONOUS_TYPES.has(type)) return this.#onInternal(head, type, body);
+    if (head?.kind === 'reapply' && !ASYNCHRONOUS_TYPES.has(type)) return this.#onReapply(head, type, body);
     switch (type) {
       case 0:
         if (this.#upstreamFatal) return this.#endAfterOutput();
@@ -808,7 +893,7 @@ export class WireRelay {
         if (!this.upstream.parsesAsGoverned) {
           return this.#endSession('the session left UTF8 or standard_conforming_strings; the gateway reads statements only that way');
         }
-        return this.#send(raw);
+        return this.#send(this.#clientParameterStatus(raw, body));
       case Backend.NotificationResponse:
         return this.#send(raw);
       case Backend.NoticeResponse:

@@ -1,6 +1,6 @@
 // Statement class of one parsed statement: its kind, operation and traps, from the root node type plus the walker's facts.
 import { pgBoolean, settingChangeTraps, type SettingRules } from './functions.js';
-import { strongerOperation } from './types.js';
+import { DEFAULT_SCHEMA, strongerOperation } from './types.js';
 import type { Operation, StatementKind, TrapCode } from './types.js';
 import type { StatementFacts } from './walk.js';
 
@@ -156,6 +156,21 @@ function setValue(varKind: string, args: unknown): string | null {
   return String(value.A_Const.sval.sval ?? '');
 }
 
+/**
+ * `RESET ROLE`, `SET [SESSION | LOCAL] ROLE NONE` (PostgreSQL reads exactly `none` as no role), `SET role TO DEFAULT`,
+ * `RESET SESSION AUTHORIZATION`, `SET SESSION AUTHORIZATION DEFAULT`: back to the login role, never to another one.
+ */
+function isRoleReset(name: string, varKind: string, args: unknown): boolean {
+  if (name !== 'role' && name !== 'session_authorization') return false;
+  if (varKind === 'VAR_RESET' || varKind === 'VAR_SET_DEFAULT') return true;
+  return name === 'role' && setValue(varKind, args) === 'none';
+}
+
+/** `RESET search_path`, `SET [LOCAL] search_path TO DEFAULT`, or a SET to exactly the schema unqualified names are governed in. */
+function isGovernedPathReset(varKind: string, args: unknown): boolean {
+  return varKind === 'VAR_RESET' || varKind === 'VAR_SET_DEFAULT' || setValue(varKind, args) === DEFAULT_SCHEMA;
+}
+
 function escalate(d: Draft, op: Operation, trap?: TrapCode): void {
   d.operation = strongerOperation(d.operation, op);
   if (trap !== undefined && !d.traps.includes(trap)) d.traps.push(trap);
@@ -259,10 +274,8 @@ export class StatementClassifier {
       case 'TransactionStmt':
         return this.transaction(body);
       case 'DiscardStmt':
-        // DISCARD ALL includes SET SESSION AUTHORIZATION DEFAULT and RESET ALL.
-        return body.target === 'DISCARD_ALL'
-          ? { kind: 'discard', operation: 'admin', traps: ['role_change', 'search_path_change'] }
-          : { kind: 'discard', operation: 'read', traps: [] };
+        // DISCARD ALL includes SET SESSION AUTHORIZATION DEFAULT and RESET ALL: a session reset (see set()).
+        return body.target === 'DISCARD_ALL' ? { kind: 'discard', operation: 'read', traps: ['session_reset'] } : { kind: 'discard', operation: 'read', traps: [] };
       case 'GrantStmt':
         return { kind: body.is_grant === true ? 'grant' : 'revoke', operation: 'admin', traps: ['privilege_change'] };
       case 'GrantRoleStmt':
@@ -316,10 +329,14 @@ export class StatementClassifier {
   private set(body: Json): Draft {
     const varKind = String(body.kind ?? '');
     const kind: StatementKind = varKind.startsWith('VAR_RESET') ? 'reset' : 'set';
-    if (varKind === 'VAR_RESET_ALL') {
-      return { kind, operation: 'admin', traps: ['role_change', 'search_path_change', 'guarded_setting'] };
-    }
+    // A session reset returns settings and the role to the session's defaults, which are the gateway's governed ones:
+    // a front door with a session re-applies what the gateway set after login (docs/pgwire.md "Session resets"); the
+    // others refuse it (pipeline/decide.ts session_escape). Every other change of role or authorization is refused.
+    if (varKind === 'VAR_RESET_ALL') return { kind, operation: 'read', traps: ['session_reset'] };
     const name = String(body.name ?? '');
+    if (isRoleReset(name.toLowerCase(), varKind, body.args)) return { kind, operation: 'read', traps: ['session_reset'] };
+    // search_path back to the governed schema (the upstream session's startup value, what RESET restores).
+    if (name.toLowerCase() === 'search_path' && isGovernedPathReset(varKind, body.args)) return { kind, operation: 'read', traps: [] };
     if (varKind === 'VAR_SET_MULTI') {
       if (!asksReadWrite(body.args)) return { kind, operation: 'read', traps: [] };
       // SESSION CHARACTERISTICS changes the session default (= default_transaction_read_only); TRANSACTION only this one.

@@ -29,6 +29,7 @@ export const TRAP_CODES = [
   'call_procedure',
   'explain_analyze_write',
   'role_change',
+  'session_reset',
   'search_path_change',
   'encoding_change',
   'string_syntax_change',
