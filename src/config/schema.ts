@@ -100,6 +100,10 @@ export const workerSchema = section({
   stale_after_seconds: positiveInt(86_400).default(60),
   lease_seconds: positiveInt(86_400).default(300),
   sweep_interval_seconds: positiveInt(3_600).default(30),
+  /** How often the alert evaluator runs (docs/alerts.md); one evaluator across replicas at a time. */
+  alert_interval_seconds: positiveInt(3_600).default(30),
+  /** A rule that stays firing is notified again after this long. */
+  alert_repeat_seconds: positiveInt(7 * 86_400).default(3_600),
 });
 
 export const databaseSchema = section({

@@ -10,6 +10,7 @@ import { buildWireListener } from '../gateway/pgwire/index.js';
 import { Worker } from '../worker/worker.js';
 import { maintainPartitions } from '../audit/partitions.js';
 import { approvalSweepTask } from '../approvals/runtime.js';
+import { alertEvaluationTask } from '../alerts/runtime.js';
 import { GatewayReplicas, isReplica } from './gateway-replicas.js';
 import { startOidcProvider } from '../oidc/index.js';
 
@@ -110,6 +111,7 @@ export async function startService(loaded: LoadedConfig, role: ServiceRole, log:
         runAtStart: true,
       });
       worker.addTask(approvalSweepTask(services));
+      worker.addTask(alertEvaluationTask(services, worker.workerId));
       await worker.start();
     }
     if (sharedListeners && (role === 'all' || role === 'gateway') && !isReplica()) {

@@ -7,7 +7,7 @@ let world: World;
 let agentId: number;
 
 beforeAll(async () => {
-  world = await startWorld();
+  world = await startWorld({ env: { SERVICE_WORKER__ALERT_INTERVAL_SECONDS: '3600' } });
   agentId = (await world.agent('alert-api-agent')).id;
   await world.httpSource('alert-api-src', 'http://127.0.0.1:9/');
 });
@@ -131,15 +131,17 @@ describe('permissions', () => {
 describe('POST /api/alerts/dry-run', () => {
   it('answers with the spec defaults for an empty body and stores nothing', async () => {
     const before = (await world.admin('GET', '/api/alerts')).json.length;
+    const client = await world.svc.database!.connect();
+    const countAll = async () =>
+      (await client.query(`select (select count(*) from alert_rollups)::int as rollups, (select watermark from alert_rollup_state) as watermark, (select count(*) from alert_events)::int as events, (select count(*) from alert_reach)::int as reach`)).rows[0];
+    const stored = await countAll();
     const res = await world.admin('POST', '/api/alerts/dry-run', {});
     expect(res.status, res.text).toBe(200);
     expect(res.json).toMatchObject({ name: 'unsaved-rule', condition_type: 'error_rate', threshold: 0.1, comparator: '>', window_seconds: 300, notification_channel: 'log', would_fire: false });
     expect(res.json.sparkline).toHaveLength(24);
     expect((await world.admin('GET', '/api/alerts')).json.length).toBe(before);
-    const client = await world.svc.database!.connect();
     try {
-      const counts = await client.query(`select (select count(*) from alert_rollups)::int as rollups, (select count(*) from alert_rollup_state)::int as state, (select count(*) from alert_events)::int as events`);
-      expect(counts.rows[0]).toEqual({ rollups: 0, state: 0, events: 0 });
+      expect(await countAll()).toEqual(stored);
     } finally {
       await client.end();
     }
