@@ -65,6 +65,8 @@ const MEANING: Record<string, string> = {
   'worker.stale_after_seconds': 'A worker without a heartbeat for this long is reported stale.',
   'worker.lease_seconds': 'How long a claimed job stays leased to a worker before another may take it over.',
   'worker.sweep_interval_seconds': 'How often expired leases and stale workers are swept.',
+  'worker.alert_interval_seconds': 'How often alert rules are evaluated; one worker across replicas evaluates at a time (`docs/alerts.md`). The rules themselves live in the control store, not here (spec §9).',
+  'worker.alert_repeat_seconds': 'A rule that stays firing is notified again after this long.',
 
   'database.url': 'Control database URL (`postgres://…`). Null runs the embedded store in development; required in production. The password is masked when printed; TLS parameters in the URL are ignored in favour of `ssl_mode`.',
   'database.pool_max': 'Connections in the control database pool.',
