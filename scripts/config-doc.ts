@@ -163,6 +163,7 @@ const MEANING: Record<string, string> = {
   'catalog.max_schemas': 'Most schemas per scan.',
   'catalog.max_tables': 'Most tables per scan.',
   'catalog.max_columns_per_table': 'Most columns recorded per table.',
+  'catalog.scan_timeout_seconds': 'Statement timeout of one scan\'s catalog queries at the source (they run in one READ ONLY transaction).',
 
   'semantic_cache.enabled': 'Reserved; serving is disabled in this release, so only false is accepted.',
 

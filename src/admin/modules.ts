@@ -9,6 +9,7 @@ import { overviewModule } from './console/overview.js';
 import { ingestionModule } from '../ingestion/module.js';
 import { alertsModule } from '../alerts/routes.js';
 import { metricsModule } from '../observability/routes.js';
+import { catalogModule } from '../catalog/routes.js';
 
 /** Order matters: authentication first, so its hooks guard every route registered after it. */
-export const adminModules: AdminModule[] = [adminAuthModule, resourcesModule(), policyModule, auditModule, approvalsModule, ingestionModule, alertsModule, overviewModule, metricsModule];
+export const adminModules: AdminModule[] = [adminAuthModule, resourcesModule(), policyModule, auditModule, approvalsModule, ingestionModule, alertsModule, catalogModule, overviewModule, metricsModule];

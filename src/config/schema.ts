@@ -244,6 +244,8 @@ export const catalogSchema = section({
   max_schemas: positiveInt(100_000).default(1_000),
   max_tables: positiveInt(1_000_000).default(10_000),
   max_columns_per_table: positiveInt(10_000).default(1_600),
+  /** Bound of one scan's catalog queries at the source (the statement_timeout of its READ ONLY transaction). */
+  scan_timeout_seconds: positiveInt(3_600).default(300),
 });
 
 export const semanticCacheSchema = section({

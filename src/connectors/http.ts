@@ -33,6 +33,8 @@ export const httpConfigSchema = z
      * for (docs/proxy.md "Bodies").
      */
     unscannable_responses: z.enum(['refuse', 'pass']).optional(),
+    /** Path of the source's OpenAPI document (JSON) beneath base_url; the catalog captures its operations (docs/catalog.md). */
+    openapi_path: z.string().min(1).max(1024).regex(/^\/[A-Za-z0-9._~!$&'()*+,;=:@%/-]*$/, 'must be a path starting with "/"').refine((p) => !p.split('/').some((s) => s === '..' || s === '.'), 'must not contain dot segments').optional(),
   })
   .refine((c) => !(c.token !== undefined && c.token_ref !== undefined), { message: 'give token or token_ref, not both', path: ['token_ref'] });
 

@@ -11,6 +11,7 @@ import { Worker } from '../worker/worker.js';
 import { maintainPartitions } from '../audit/partitions.js';
 import { approvalSweepTask } from '../approvals/runtime.js';
 import { alertEvaluationTask } from '../alerts/runtime.js';
+import { catalogWorkerTask } from '../catalog/runtime.js';
 import { GatewayReplicas, isReplica } from './gateway-replicas.js';
 import { startOidcProvider } from '../oidc/index.js';
 
@@ -112,6 +113,7 @@ export async function startService(loaded: LoadedConfig, role: ServiceRole, log:
       });
       worker.addTask(approvalSweepTask(services));
       worker.addTask(alertEvaluationTask(services, worker.workerId));
+      worker.addTask(catalogWorkerTask(services, worker.workerId));
       await worker.start();
     }
     if (sharedListeners && (role === 'all' || role === 'gateway') && !isReplica()) {

@@ -242,6 +242,58 @@ export interface AdminSessionsTable {
   expires_at: Date;
 }
 
+/** Per-source catalog settings and the last on-demand scan request (docs/catalog.md). */
+export interface CatalogSourcesTable {
+  source_id: string;
+  drift_protection: Defaulted<boolean>;
+  scan_requested_at: NullableTimestamp;
+  updated_at: UpdatedAt;
+}
+
+/** One scan of a source's structure; `structure` is kept for the newest snapshots only. */
+export interface CatalogSnapshotsTable {
+  id: Generated<number>;
+  source_id: string;
+  version: number;
+  status: 'ok' | 'failed';
+  trigger: 'save' | 'schedule' | 'demand';
+  worker_id: string;
+  started_at: Timestamp;
+  finished_at: CreatedAt;
+  source_updated_at: NullableTimestamp;
+  truncated: Defaulted<boolean>;
+  truncated_by: string | null;
+  node_count: Defaulted<number>;
+  change_count: Defaulted<number>;
+  error: string | null;
+  structure: ColumnType<JsonValue | null, string | null | undefined, string | null>;
+}
+
+/** One drift change between two snapshots; `change_id` is stable for the same change. */
+export interface CatalogChangesTable {
+  id: Generated<number>;
+  source_id: string;
+  change_id: string;
+  snapshot_id: number;
+  kind: 'added' | 'removed' | 'changed' | 'type_changed';
+  object_type: string;
+  path: string;
+  detail: JsonDefault<JsonObject>;
+  protected: Defaulted<boolean>;
+  created_at: CreatedAt;
+  acknowledged_at: NullableTimestamp;
+  acknowledged_by: string | null;
+}
+
+/** An operator's classification of a catalog path. */
+export interface CatalogAnnotationsTable {
+  source_id: string;
+  path: string;
+  classification: string;
+  updated_by: string | null;
+  updated_at: UpdatedAt;
+}
+
 export interface Database {
   admin_users: AdminUsersTable;
   admin_sessions: AdminSessionsTable;
@@ -257,6 +309,10 @@ export interface Database {
   workers: WorkersTable;
   ingestion_documents: IngestionDocumentsTable;
   ingestion_document_pages: IngestionDocumentPagesTable;
+  catalog_sources: CatalogSourcesTable;
+  catalog_snapshots: CatalogSnapshotsTable;
+  catalog_changes: CatalogChangesTable;
+  catalog_annotations: CatalogAnnotationsTable;
 }
 
 export type AdminUser = Selectable<AdminUsersTable>;

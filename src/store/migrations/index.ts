@@ -6,6 +6,7 @@ import { approvalsExecution } from './0003_approvals_execution.js';
 import { adminSessions } from './0004_admin_sessions.js';
 import { oidcSubjects } from './0007_oidc_subjects.js';
 import { alerts } from './0008_alerts.js';
+import { catalog } from './0009_catalog.js';
 import { ingestion } from './0010_ingestion.js';
 
 /** Every migration, keyed by its sortable name; Kysely applies them in key order. Append only. */
@@ -16,5 +17,6 @@ export const migrations: Readonly<Record<string, Migration>> = Object.freeze({
   '0004_admin_sessions': adminSessions,
   '0007_oidc_subjects': oidcSubjects,
   '0008_alerts': alerts,
+  '0009_catalog': catalog,
   '0010_ingestion': ingestion,
 });

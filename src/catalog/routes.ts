@@ -1,0 +1,295 @@
+// The catalog's admin routes (spec §4; docs/catalog.md "API"): the captured tree, scans on demand, scan history, changes and their acknowledgement, annotations, settings, and the two console form endpoints.
+import type { FastifyReply, FastifyRequest } from 'fastify';
+import { z } from 'zod';
+import type { AdminModule } from '../admin/module.js';
+import { adminOf, requirePermission } from '../admin/auth/principal.js';
+import { audit, notFound } from '../admin/api/shared.js';
+import { sourceParams } from '../admin/api/data-sources.js';
+import { parseOrThrow, validationError } from '../http/validation.js';
+import { getDataSourceBySourceId } from '../store/repos/data-sources.js';
+import {
+  acknowledgeChanges,
+  changeExists,
+  driftProtectionOf,
+  latestSnapshot,
+  latestStructure,
+  listAnnotations,
+  listChanges,
+  listSnapshots,
+  removeAnnotation,
+  requestScan,
+  setAnnotation,
+  setCatalogSettings,
+  type SnapshotSummary,
+  type StoredChange,
+} from '../store/repos/catalog.js';
+import type { Services } from '../runtime/services.js';
+import { CATALOG_SCAN_REQUESTED_CHANNEL } from './events.js';
+import { catalogEventsFor } from './runtime.js';
+import { CLASSIFICATION_PATTERN } from './classify.js';
+import { resolveAnnotationPath, treeOf } from './tree.js';
+import type { CatalogStructure } from './model.js';
+
+const iso = (d: Date | null) => (d === null ? null : d.toISOString());
+
+function presentSnapshot(s: SnapshotSummary) {
+  return {
+    id: s.id,
+    version: s.version,
+    status: s.status,
+    trigger: s.trigger,
+    worker_id: s.worker_id,
+    started_at: iso(s.started_at),
+    finished_at: iso(s.finished_at),
+    truncated: s.truncated,
+    truncated_by: s.truncated_by,
+    node_count: s.node_count,
+    change_count: s.change_count,
+    error: s.error,
+  };
+}
+
+function presentChange(c: StoredChange) {
+  return {
+    change_id: c.change_id,
+    kind: c.kind,
+    object_type: c.object_type,
+    path: c.path,
+    detail: c.detail,
+    protected: c.protected,
+    snapshot_id: c.snapshot_id,
+    created_at: iso(c.created_at),
+    acknowledged_at: iso(c.acknowledged_at),
+    acknowledged_by: c.acknowledged_by,
+  };
+}
+
+const changeIdSchema = z.string().max(64).regex(/^[0-9a-f]*$/, 'must be a change_id (hexadecimal)');
+const ackBody = z.strictObject({ change_id: changeIdSchema.nullish() });
+const annotateBody = z.strictObject({ path: z.string().min(1).max(1024), classification: z.string().max(128).nullish() });
+const settingsBody = z.strictObject({ drift_protection: z.boolean() });
+const scanBody = z.strictObject({ wait_seconds: z.number().int().min(0).max(300).default(0) }).prefault({});
+const changesQuery = z.strictObject({ status: z.enum(['open', 'acknowledged', 'all']).default('all') });
+const treeQuery = z.strictObject({ q: z.string().max(256).optional() });
+/** Console forms (spec §2 "Console form bodies"); the CSRF token travels in the form too. */
+const ackForm = z.object({ change_id: changeIdSchema.default(''), csrf_token: z.string().optional() });
+const annotateForm = z.object({ path: z.string().min(1, 'Field required').max(1024), classification: z.string().max(128).default(''), csrf_token: z.string().optional() });
+
+function actorOf(req: FastifyRequest): string {
+  return adminOf(req).username;
+}
+
+async function sourceOr404(services: Services, sourceId: string) {
+  const source = await getDataSourceBySourceId(services.db, sourceId);
+  if (!source) throw notFound('data source');
+  return source;
+}
+
+/** Acknowledges one change or all; a change_id the source never had is a 422 on `change_id`. */
+async function acknowledge(services: Services, req: FastifyRequest, sourceId: string, changeId: string | null, loc: 'body') {
+  await sourceOr404(services, sourceId);
+  if (changeId !== null && !(await changeExists(services.db, sourceId, changeId))) {
+    throw validationError([{ loc: [loc, 'change_id'], msg: 'no change with this change_id for the source', type: 'value_error.reference' }]);
+  }
+  const acknowledged = await acknowledgeChanges(services.db, sourceId, changeId, actorOf(req));
+  await audit(services, req, 'catalog.acknowledge', { type: 'data_source', id: sourceId }, undefined, 200, { change_id: changeId ?? '(all)', count: acknowledged.length });
+  await catalogEventsFor(services).announce({ source_id: sourceId, reason: 'acknowledged' });
+  return { source_id: sourceId, acknowledged };
+}
+
+/** Sets (or, with an empty classification, removes) an annotation; the path must name an object of the latest snapshot when there is one. */
+async function annotate(services: Services, req: FastifyRequest, sourceId: string, rawPath: string, classification: string) {
+  await sourceOr404(services, sourceId);
+  const latest = await latestStructure(services.db, sourceId);
+  const resolved = resolveAnnotationPath(rawPath, (latest?.structure ?? null) as CatalogStructure | null);
+  if (!resolved.ok) throw validationError([{ loc: ['body', 'path'], msg: resolved.reason, type: 'value_error' }]);
+  const tag = classification.trim();
+  if (tag === '') {
+    const removed = await removeAnnotation(services.db, sourceId, resolved.path);
+    await audit(services, req, 'catalog.annotation.remove', { type: 'data_source', id: sourceId }, undefined, 200, { path: resolved.path, removed });
+    await catalogEventsFor(services).announce({ source_id: sourceId, reason: 'annotated' });
+    return { source_id: sourceId, path: resolved.path, classification: null };
+  }
+  if (!CLASSIFICATION_PATTERN.test(tag)) {
+    throw validationError([{ loc: ['body', 'classification'], msg: 'must be a tag of lower-case letters, digits, "_" or "-" (at most 128)', type: 'value_error' }]);
+  }
+  const row = await setAnnotation(services.db, sourceId, resolved.path, tag, actorOf(req));
+  await audit(services, req, 'catalog.annotation.set', { type: 'data_source', id: sourceId }, undefined, 200, { path: resolved.path, classification: tag });
+  await catalogEventsFor(services).announce({ source_id: sourceId, reason: 'annotated' });
+  return { source_id: sourceId, path: row.path, classification: row.classification, updated_by: row.updated_by, updated_at: iso(row.updated_at) };
+}
+
+function backTo(reply: FastifyReply, sourceId: string, what: string) {
+  return reply.code(303).header('location', `/dashboard/data-sources/${encodeURIComponent(sourceId)}/catalog#${what}`).send();
+}
+
+export const catalogModule: AdminModule = ({ app, api, services }) => {
+  const read = requirePermission('catalog:read');
+  const write = requirePermission('catalog:write');
+  const tags = ['catalog'];
+
+  api.route(app, {
+    method: 'GET',
+    url: '/api/data-sources/:source_id/catalog',
+    summary: 'The captured structure of a source (latest snapshot) with classifications and suggestions; q filters by path',
+    tags,
+    preHandler: read,
+    params: sourceParams,
+    query: treeQuery,
+    handler: async ({ params, query }) => {
+      await sourceOr404(services, params.source_id);
+      const latest = await latestStructure(services.db, params.source_id);
+      const last = await latestSnapshot(services.db, params.source_id);
+      if (latest === undefined) return { source_id: params.source_id, snapshot: null, last_scan: last ? presentSnapshot(last) : null, tree: null };
+      const [annotations, open] = await Promise.all([listAnnotations(services.db, params.source_id), listChanges(services.db, params.source_id, { open: true })]);
+      const tree = treeOf(latest.structure as unknown as CatalogStructure, annotations, open, query.q ?? null);
+      return { source_id: params.source_id, snapshot: presentSnapshot(latest), last_scan: last ? presentSnapshot(last) : null, tree };
+    },
+  });
+
+  api.route(app, {
+    method: 'POST',
+    url: '/api/data-sources/:source_id/catalog/scan',
+    summary: 'Ask the workers to scan the source now; wait_seconds > 0 waits for the scan to end',
+    tags,
+    preHandler: write,
+    params: sourceParams,
+    body: scanBody,
+    successStatus: 202,
+    handler: async ({ params, body, req, reply }) => {
+      await sourceOr404(services, params.source_id);
+      if (!services.config.catalog.enabled) throw validationError([{ loc: ['path', 'source_id'], msg: 'catalog scanning is disabled (catalog.enabled is false)', type: 'value_error' }]);
+      const before = (await latestSnapshot(services.db, params.source_id))?.id ?? 0;
+      const requestedAt = await requestScan(services.db, params.source_id);
+      await services.coord.publish(CATALOG_SCAN_REQUESTED_CHANNEL, params.source_id).catch(() => undefined);
+      await audit(services, req, 'catalog.scan', { type: 'data_source', id: params.source_id }, undefined, 202);
+      const deadline = Date.now() + body.wait_seconds * 1000;
+      while (Date.now() < deadline) {
+        const last = await latestSnapshot(services.db, params.source_id);
+        if (last !== undefined && last.id > before) return reply.code(200).send({ source_id: params.source_id, requested_at: requestedAt.toISOString(), snapshot: presentSnapshot(last) });
+        await new Promise((r) => setTimeout(r, 100));
+      }
+      return { source_id: params.source_id, requested_at: requestedAt.toISOString(), snapshot: null };
+    },
+  });
+
+  api.route(app, {
+    method: 'GET',
+    url: '/api/data-sources/:source_id/catalog/snapshots',
+    summary: 'Scan history of a source (newest first), with truncation and failures',
+    tags,
+    preHandler: read,
+    params: sourceParams,
+    handler: async ({ params }) => {
+      await sourceOr404(services, params.source_id);
+      return (await listSnapshots(services.db, params.source_id)).map(presentSnapshot);
+    },
+  });
+
+  api.route(app, {
+    method: 'GET',
+    url: '/api/data-sources/:source_id/catalog/changes',
+    summary: 'Drift changes of a source (newest first); status open, acknowledged or all',
+    tags,
+    preHandler: read,
+    params: sourceParams,
+    query: changesQuery,
+    handler: async ({ params, query }) => {
+      await sourceOr404(services, params.source_id);
+      const open = query.status === 'all' ? undefined : query.status === 'open';
+      return (await listChanges(services.db, params.source_id, open === undefined ? {} : { open })).map(presentChange);
+    },
+  });
+
+  api.route(app, {
+    method: 'POST',
+    url: '/api/data-sources/:source_id/catalog/changes/acknowledge',
+    summary: 'Acknowledge one change (change_id) or every open change (no change_id)',
+    tags,
+    preHandler: write,
+    params: sourceParams,
+    body: ackBody,
+    handler: async ({ params, body, req }) => acknowledge(services, req, params.source_id, body.change_id ? body.change_id : null, 'body'),
+  });
+
+  api.route(app, {
+    method: 'GET',
+    url: '/api/data-sources/:source_id/catalog/annotations',
+    summary: 'Confirmed classifications of a source',
+    tags,
+    preHandler: read,
+    params: sourceParams,
+    handler: async ({ params }) => {
+      await sourceOr404(services, params.source_id);
+      return (await listAnnotations(services.db, params.source_id)).map((a) => ({ path: a.path, classification: a.classification, updated_by: a.updated_by, updated_at: iso(a.updated_at) }));
+    },
+  });
+
+  api.route(app, {
+    method: 'PUT',
+    url: '/api/data-sources/:source_id/catalog/annotations',
+    summary: 'Classify a path (schema.table.column); an empty or null classification removes it',
+    tags,
+    preHandler: write,
+    params: sourceParams,
+    body: annotateBody,
+    handler: async ({ params, body, req }) => annotate(services, req, params.source_id, body.path, body.classification ?? ''),
+  });
+
+  api.route(app, {
+    method: 'GET',
+    url: '/api/data-sources/:source_id/catalog/settings',
+    summary: 'Per-source catalog settings (drift protection)',
+    tags,
+    preHandler: read,
+    params: sourceParams,
+    handler: async ({ params }) => {
+      await sourceOr404(services, params.source_id);
+      return { source_id: params.source_id, drift_protection: await driftProtectionOf(services.db, params.source_id) };
+    },
+  });
+
+  api.route(app, {
+    method: 'PUT',
+    url: '/api/data-sources/:source_id/catalog/settings',
+    summary: 'Turn drift protection on or off for a source',
+    tags,
+    preHandler: write,
+    params: sourceParams,
+    body: settingsBody,
+    handler: async ({ params, body, req }) => {
+      await sourceOr404(services, params.source_id);
+      await setCatalogSettings(services.db, params.source_id, body);
+      await audit(services, req, 'catalog.settings', { type: 'data_source', id: params.source_id }, undefined, 200, { drift_protection: body.drift_protection });
+      await catalogEventsFor(services).announce({ source_id: params.source_id, reason: 'settings' });
+      return { source_id: params.source_id, drift_protection: body.drift_protection };
+    },
+  });
+
+  // Console form endpoints (spec §4): form-encoded, CSRF token in the form or header; success redirects back (303).
+  const consumes = ['application/x-www-form-urlencoded'];
+  api.describe({ method: 'POST', url: '/dashboard/data-sources/:source_id/catalog/changes/acknowledge', summary: 'Acknowledge one change (change_id) or all (empty)', tags: [...tags, 'console'], params: sourceParams, body: ackForm, consumes, successStatus: 303 });
+  api.describe({ method: 'POST', url: '/dashboard/data-sources/:source_id/catalog/annotations', summary: 'Classify a path; an empty classification removes it', tags: [...tags, 'console'], params: sourceParams, body: annotateForm, consumes, successStatus: 303 });
+
+  app.post('/dashboard/data-sources/:source_id/catalog/changes/acknowledge', { preHandler: write }, async (req, reply) => {
+    const { source_id } = parseOrThrow(sourceParams, 'path', req.params);
+    const form = parseOrThrow(ackForm, 'body', flatten(req.body));
+    await acknowledge(services, req, source_id, form.change_id === '' ? null : form.change_id, 'body');
+    return backTo(reply, source_id, 'changes');
+  });
+
+  app.post('/dashboard/data-sources/:source_id/catalog/annotations', { preHandler: write }, async (req, reply) => {
+    const { source_id } = parseOrThrow(sourceParams, 'path', req.params);
+    const form = parseOrThrow(annotateForm, 'body', flatten(req.body));
+    await annotate(services, req, source_id, form.path, form.classification);
+    return backTo(reply, source_id, 'annotations');
+  });
+};
+
+/** Form parsers give a repeated field as an array; these forms are single-valued, so the last value wins. */
+function flatten(body: unknown): Record<string, unknown> {
+  if (body === null || typeof body !== 'object') return {};
+  const out: Record<string, unknown> = {};
+  for (const [k, v] of Object.entries(body as Record<string, unknown>)) out[k] = Array.isArray(v) ? v[v.length - 1] : v;
+  return out;
+}
