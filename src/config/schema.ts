@@ -209,6 +209,28 @@ export const ingestionSchema = section({
   heartbeat_interval_seconds: positiveInt(3_600).default(15),
   job_timeout_seconds: positiveInt(86_400).default(3_600),
   poll_interval_ms: positiveInt(600_000).default(2_000),
+  /** Retry backoff (docs/ingestion.md "Runner"): base × 2^retries, capped. */
+  retry_backoff_seconds: positiveInt(86_400).default(30),
+  retry_backoff_max_seconds: positiveInt(86_400).default(3_600),
+  /** A fetched document larger than this fails with document_too_large. */
+  max_document_bytes: positiveInt(1024 * MIB).default(50 * MIB),
+  /** Bound on what an archive-based format (DOCX) may decompress to. */
+  max_decompressed_bytes: positiveInt(1024 * MIB).default(64 * MIB),
+  /** Characters of extracted text stored per document; the rest is dropped and the document marked truncated. */
+  max_extract_chars: positiveInt(100_000_000).default(5_000_000),
+  /** Directories `files` sources may be rooted in (absolute); empty: no `files` source can be ingested. */
+  files_roots: z.array(z.string().min(1).max(4096).refine((p) => p.startsWith('/'), 'must be an absolute path')).max(256).default([]),
+  ocr: section({
+    /** Scanned PDF pages and images through Debian's tesseract-ocr, when installed. */
+    enabled: z.boolean().default(true),
+    language: z.string().regex(/^[a-z_]{3,16}(\+[a-z_]{3,16}){0,4}$/, 'must be tesseract language codes joined by "+"').default('eng'),
+    max_pages: z.number().int().min(0).max(10_000).default(100),
+    page_timeout_seconds: positiveInt(3_600).default(60),
+  }),
+  /** Unit prices for the job's cost fields (spec §2 ocr_cost); 0 means free. */
+  prices: section({
+    ocr_per_page: z.number().min(0).max(1_000_000).default(0),
+  }),
 });
 
 export const approvalEvents = ['pending', 'approved', 'rejected', 'expired', 'failed'] as const;

@@ -2,6 +2,7 @@
 import type { Connector } from './types.js';
 import { postgresConnector } from './postgres.js';
 import { httpConnector } from './http.js';
+import { filesConnector } from './files.js';
 
 export type { Connector, ConnectorCapability, ConnectionTestResult, ConnectionTestContext, CredentialField, SecretResolver } from './types.js';
 export { maskSourceConfig, carryMaskedCredentials, credentialMode, secretResolver, resolveCredential, isValidSecretRef, type CredentialMode } from './credentials.js';
@@ -36,5 +37,5 @@ export class ConnectorRegistry {
 
 /** The connectors this build ships. */
 export function defaultConnectors(): ConnectorRegistry {
-  return new ConnectorRegistry([postgresConnector, httpConnector]);
+  return new ConnectorRegistry([postgresConnector, httpConnector, filesConnector]);
 }

@@ -3,7 +3,7 @@ import type { z } from 'zod';
 import type { Dispatcher } from 'undici';
 import type { SecretRefResult } from '../config/secrets.js';
 
-export type ConnectorCapability = 'sql' | 'http';
+export type ConnectorCapability = 'sql' | 'http' | 'documents';
 
 /** A credential given either literally (`password`) or as a secret reference (`password_ref`); never both. */
 export interface CredentialField {

@@ -1,7 +1,9 @@
 // The ingestion admin module: jobs, workers and source sync routes on the admin listener (docs/ingestion.md).
 import type { AdminModule } from '../admin/module.js';
 import { buildJobRoutes } from './job-routes.js';
+import { buildWorkerRoutes } from './worker-routes.js';
 
 export const ingestionModule: AdminModule = (ctx) => {
   buildJobRoutes(ctx);
+  buildWorkerRoutes(ctx);
 };

@@ -8,6 +8,7 @@ import { buildGatewayApp } from '../gateway/app.js';
 import { buildAdminApp } from '../admin/app.js';
 import { buildWireListener } from '../gateway/pgwire/index.js';
 import { Worker } from '../worker/worker.js';
+import { attachIngestion } from '../worker/ingestion.js';
 import { maintainPartitions } from '../audit/partitions.js';
 import { approvalSweepTask } from '../approvals/runtime.js';
 import { alertEvaluationTask } from '../alerts/runtime.js';
@@ -114,6 +115,7 @@ export async function startService(loaded: LoadedConfig, role: ServiceRole, log:
       worker.addTask(approvalSweepTask(services));
       worker.addTask(alertEvaluationTask(services, worker.workerId));
       worker.addTask(catalogWorkerTask(services, worker.workerId));
+      attachIngestion(worker, services);
       await worker.start();
     }
     if (sharedListeners && (role === 'all' || role === 'gateway') && !isReplica()) {

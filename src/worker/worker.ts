@@ -3,6 +3,7 @@ import os from 'node:os';
 import type { Services } from '../runtime/services.js';
 import { recordHeartbeat } from '../store/repos/workers.js';
 import { whenMigrated } from '../runtime/when-migrated.js';
+import type { JsonObject } from '../store/schema.js';
 
 export interface PeriodicTask {
   name: string;
@@ -17,6 +18,9 @@ export class Worker {
   readonly #timers: NodeJS.Timeout[] = [];
   readonly #running = new Set<Promise<void>>();
   readonly #tasks: PeriodicTask[] = [];
+  readonly #heartbeatMetadata: Array<() => JsonObject> = [];
+  readonly #stoppers: Array<() => Promise<void>> = [];
+  readonly #services: Array<{ start(): void; stop(): Promise<void> }> = [];
   #stopped = false;
 
   constructor(private readonly services: Services) {
@@ -26,6 +30,16 @@ export class Worker {
 
   addTask(task: PeriodicTask): void {
     this.#tasks.push(task);
+  }
+
+  /** Adds fields to every heartbeat's metadata (spec §2 WorkerStatus.metadata), e.g. the jobs a runner holds. */
+  addHeartbeatMetadata(fields: () => JsonObject): void {
+    this.#heartbeatMetadata.push(fields);
+  }
+
+  /** Runs after the worker is migrated-ready (`start`), stopped by `stop` before in-flight tasks are awaited. */
+  addService(service: { start(): void; stop(): Promise<void> }): void {
+    this.#services.push(service);
   }
 
   async start(): Promise<void> {
@@ -40,11 +54,16 @@ export class Worker {
       const timer = setInterval(() => this.#runOnce(task), task.intervalMs);
       this.#timers.push(timer);
     }
+    for (const service of this.#services) {
+      service.start();
+      this.#stoppers.push(() => service.stop());
+    }
     this.services.log.info({ worker_id: this.workerId, tasks: this.#tasks.map((t) => t.name) }, 'worker started');
   }
 
   async heartbeat(): Promise<void> {
-    await recordHeartbeat(this.services.db, this.workerId, { host: os.hostname(), pid: process.pid, concurrency: this.services.config.worker.concurrency });
+    const extra = Object.assign({}, ...this.#heartbeatMetadata.map((f) => f())) as JsonObject;
+    await recordHeartbeat(this.services.db, this.workerId, { host: os.hostname(), pid: process.pid, concurrency: this.services.config.worker.concurrency, ...extra });
   }
 
   #runOnce(task: PeriodicTask): void {
@@ -60,6 +79,7 @@ export class Worker {
   async stop(): Promise<void> {
     this.#stopped = true;
     for (const t of this.#timers) clearInterval(t);
+    await Promise.allSettled(this.#stoppers.map((stop) => stop()));
     await Promise.allSettled([...this.#running]);
   }
 }

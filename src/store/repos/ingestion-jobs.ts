@@ -280,3 +280,15 @@ export async function runningJobsOf(db: Db, workerId: string): Promise<number> {
   const r = await db.selectFrom('ingestion_jobs').select((eb) => eb.fn.countAll<number>().as('n')).where('worker_id', '=', workerId).where('status', '=', 'running').executeTakeFirstOrThrow();
   return Number(r.n);
 }
+
+/** Hands a claimed job back untouched (graceful shutdown): pending again at once, no retry counted. */
+export async function releaseJob(db: Db, id: number, token: string): Promise<boolean> {
+  const r = await db
+    .updateTable('ingestion_jobs')
+    .set({ status: 'pending', worker_id: null, lease_token: null, lease_expires_at: null, stage: null, updated_at: sql`now()` })
+    .where('id', '=', id)
+    .where('lease_token', '=', token)
+    .where('status', '=', 'running')
+    .executeTakeFirst();
+  return r.numUpdatedRows > 0n;
+}

@@ -15,7 +15,7 @@ export function recordHeartbeat(db: Db, workerId: string, metadata: JsonObject =
     db
       .insertInto('workers')
       .values({ worker_id: workerId, last_heartbeat: sql<Date>`now()`, metadata: meta })
-      .onConflict((oc) => oc.column('worker_id').doUpdateSet({ last_heartbeat: sql<Date>`now()`, metadata: meta }))
+      .onConflict((oc) => oc.column('worker_id').doUpdateSet({ last_heartbeat: sql<Date>`now()`, metadata: meta, stale_since: null }))
       .returningAll()
       .executeTakeFirstOrThrow(),
   );

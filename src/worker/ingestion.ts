@@ -1,0 +1,58 @@
+// Wires ingestion into a worker process: its egress dispatcher and scanner, the job runner, the stale sweep and the heartbeat fields (docs/ingestion.md).
+import { createEgressDispatcher } from '../egress/agent.js';
+import { createPiiScanner, piiOptionsFromConfig } from '../governance/pii/index.js';
+import type { Services } from '../runtime/services.js';
+import { processJob } from '../ingestion/process.js';
+import { IngestionRunner } from './ingestion-runner.js';
+import { staleSweepTask } from './stale-sweep.js';
+import type { Worker } from './worker.js';
+import { serviceVersion } from '../ingestion/version.js';
+
+/** Adds the stale sweep to every worker and, when ingestion.enabled, the job runner. */
+export function attachIngestion(worker: Worker, services: Services): IngestionRunner | null {
+  const { config } = services;
+  worker.addTask(staleSweepTask(services));
+  const version = serviceVersion();
+  if (!config.ingestion.enabled) {
+    worker.addHeartbeatMetadata(() => ({ version, ingestion: false, jobs_in_hand: 0 }));
+    return null;
+  }
+  const allowPrivate = new Set(config.gateway.egress.allow_private_sources);
+  const egressLog = services.log.child({ component: 'egress' });
+  const egress = createEgressDispatcher({
+    allowPrivate: (sourceId) => allowPrivate.has(sourceId),
+    connectTimeoutMs: config.gateway.timeouts.upstream_connect_ms,
+    onDecision: (d) => {
+      if (!d.allowed) egressLog.warn({ source_id: d.sourceId, host: d.hostname, range: d.range }, 'egress refused');
+      else if (d.privateOverride) egressLog.info({ source_id: d.sourceId, host: d.hostname, range: d.range }, 'private egress allowed by gateway.egress.allow_private_sources');
+    },
+  });
+  services.onClose(() => egress.close());
+  const deps = {
+    db: services.db,
+    egress,
+    pii: createPiiScanner(piiOptionsFromConfig(config.pii)),
+    resolveSecret: services.resolveSecretRef,
+    config: config.ingestion,
+    upstreamTimeoutMs: config.gateway.timeouts.upstream_request_ms,
+  };
+  const leaseSeconds = config.worker.lease_seconds;
+  const runner = new IngestionRunner({
+    db: services.db,
+    workerId: worker.workerId,
+    concurrency: config.worker.concurrency,
+    leaseSeconds,
+    // Renew well inside the lease: a third of it at most, so two missed renewals still leave time.
+    renewMs: Math.max(100, Math.min(config.ingestion.heartbeat_interval_seconds * 1000, (leaseSeconds * 1000) / 3)),
+    pollMs: config.ingestion.poll_interval_ms,
+    timeoutMs: config.ingestion.job_timeout_seconds * 1000,
+    maxRetries: config.ingestion.max_retries,
+    backoffBaseSeconds: config.ingestion.retry_backoff_seconds,
+    backoffMaxSeconds: config.ingestion.retry_backoff_max_seconds,
+    handler: (job, ctx) => processJob(job, ctx, deps),
+    log: services.log.child({ component: 'ingestion', worker_id: worker.workerId }),
+  });
+  worker.addHeartbeatMetadata(() => ({ version, ingestion: true, jobs_in_hand: runner.jobsInHand }));
+  worker.addService(runner);
+  return runner;
+}
