@@ -9,6 +9,8 @@ import { isWriteOperation } from './context.js';
 import { refuseUncallable, untrustedCalls } from './calls.js';
 import { AUDIT_ARRAY_MAX, boundedAuditText } from '../audit/entry.js';
 import { deniedColumns, refuseRedactedCopies, resolveColumns } from './columns.js';
+import { durationMs } from '../governance/sql/functions.js';
+import { postgresConfigSchema } from '../connectors/postgres.js';
 
 const HTTP_METHODS = new Set(['GET', 'POST', 'PUT', 'PATCH', 'DELETE']);
 const EFFECT_RANK: Readonly<Record<Decision['effect'], number>> = { allow: 0, require_approval: 1, deny: 2 };
@@ -89,6 +91,7 @@ export const resolveSource: Stage = {
       throw new GatehouseError('invalid_request', wantsHttp ? 'The source does not accept HTTP requests.' : 'The source does not accept SQL.');
     }
     req.source = source;
+    if (req.sql && req.sql.statementTimeouts.length > 0) boundStatementTimeout(req, source);
     if (req.action.kind === 'http') {
       const baseUrl = source.connection_config.base_url;
       if (typeof baseUrl !== 'string') throw new GatehouseError('invalid_request', 'The source has no valid base URL configured.');
@@ -99,6 +102,22 @@ export const resolveSource: Stage = {
     }
   },
 };
+
+/**
+ * A statement may lower the source's statement_timeout, never raise it above the source's statement_timeout_ms or
+ * turn it off (0): `SET [LOCAL] statement_timeout` and `set_config('statement_timeout', …)` above the bound, or with a
+ * value that is not a constant, are refused (docs/pgwire.md "Statement timeout"). RESET and DEFAULT return to the bound.
+ */
+function boundStatementTimeout(req: GovernedRequest, source: NonNullable<GovernedRequest['source']>): void {
+  const parsed = postgresConfigSchema.safeParse(source.connection_config);
+  const bound = parsed.success ? parsed.data.statement_timeout_ms : 0;
+  for (const value of req.sql!.statementTimeouts) {
+    const ms = value === null ? null : durationMs(value);
+    if (ms !== null && ms > 0 && ms <= bound) continue;
+    req.audit.addReason('statement_timeout above the source bound refused');
+    throw new GatehouseError('forbidden', `statement_timeout can be at most the source's bound of ${bound} ms (a constant, 0 = none is not allowed); RESET statement_timeout returns to it.`);
+  }
+}
 
 /** Step 3: a source-role allow is required first; policy can never create access (spec rule 1). */
 export const checkSourceRole: Stage = {

@@ -1,5 +1,5 @@
 // The settings a client's startup packet asks for (its parameters and `options`' -c switches): which the upstream session takes, bounded where the operator caps them, and which are refused because they could escape governance.
-import { settingChangeTraps } from '../../governance/sql/functions.js';
+import { durationMs, settingChangeTraps } from '../../governance/sql/functions.js';
 import { DEFAULT_SCHEMA } from '../../governance/sql/types.js';
 import type { ErrorFields } from './protocol.js';
 
@@ -101,15 +101,6 @@ function optionSwitches(options: string): StartupSettings {
   return { ok: true, settings };
 }
 
-const UNIT_MS: Readonly<Record<string, number>> = { us: 0.001, ms: 1, s: 1000, min: 60_000, h: 3_600_000, d: 86_400_000 };
-
-/** A time setting in milliseconds (PostgreSQL's units; a bare number is milliseconds), or null when unreadable. */
-export function durationMs(value: string): number | null {
-  const m = /^\s*(\d+(?:\.\d+)?)\s*(us|ms|s|min|h|d)?\s*$/.exec(value.replace(/^'|'$/g, ''));
-  if (!m) return null;
-  const ms = Number(m[1]) * UNIT_MS[m[2] ?? 'ms']!;
-  return Number.isFinite(ms) ? Math.round(ms) : null;
-}
 
 function refuse(sqlstate: string, message: string): StartupSettings {
   return { ok: false, error: { sqlstate, message } };

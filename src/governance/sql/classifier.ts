@@ -124,6 +124,7 @@ export class SqlClassifier {
         functions: Object.freeze([...facts.functions]),
         calls: Object.freeze([...facts.calls.values()].map((c) => Object.freeze(c))),
         traps: Object.freeze([...cls.traps]),
+        statementTimeouts: Object.freeze([...(cls.statementTimeouts ?? []), ...facts.statementTimeouts]),
       }));
     }
     const fp = fingerprintAndNormalize(sql);
@@ -163,5 +164,6 @@ function merge(statements: readonly StatementInfo[], fingerprint: string, normal
     traps: Object.freeze([...traps]),
     functions: union(statements.map((s) => s.functions)),
     calls: unionCalls(statements),
+    statementTimeouts: Object.freeze(statements.flatMap((s) => s.statementTimeouts ?? [])),
   });
 }

@@ -167,3 +167,13 @@ export function settingChangeTraps(name: string | null, value: string | null): T
   if ((setting === null || setting === 'standard_conforming_strings') && (value === null || pgBoolean(value) !== true)) traps.push('string_syntax_change');
   return traps;
 }
+
+const UNIT_MS: Readonly<Record<string, number>> = { us: 0.001, ms: 1, s: 1000, min: 60_000, h: 3_600_000, d: 86_400_000 };
+
+/** A time setting in milliseconds (PostgreSQL's units; a bare number is milliseconds), or null when unreadable. */
+export function durationMs(value: string): number | null {
+  const m = /^\s*(\d+(?:\.\d+)?)\s*(us|ms|s|min|h|d)?\s*$/.exec(value.replace(/^'|'$/g, ''));
+  if (!m) return null;
+  const ms = Number(m[1]) * UNIT_MS[m[2] ?? 'ms']!;
+  return Number.isFinite(ms) ? Math.round(ms) : null;
+}

@@ -10,12 +10,15 @@ export interface StatementClass {
   readonly kind: StatementKind;
   readonly operation: Operation;
   readonly traps: readonly TrapCode[];
+  readonly statementTimeouts?: readonly (string | null)[];
 }
 
 interface Draft {
   kind: StatementKind;
   operation: Operation;
   traps: TrapCode[];
+  /** Values SET gives statement_timeout (null: unreadable); RESET and DEFAULT return to the bound and are not listed. */
+  statementTimeouts?: (string | null)[];
 }
 
 type Fixed = readonly [StatementKind, Operation, ...TrapCode[]];
@@ -169,6 +172,18 @@ function isRoleReset(name: string, varKind: string, args: unknown): boolean {
 /** `RESET search_path`, `SET [LOCAL] search_path TO DEFAULT`, or a SET to exactly the schema unqualified names are governed in. */
 function isGovernedPathReset(varKind: string, args: unknown): boolean {
   return varKind === 'VAR_RESET' || varKind === 'VAR_SET_DEFAULT' || setValue(varKind, args) === DEFAULT_SCHEMA;
+}
+
+/** A SET's single value as text, numbers included (`SET statement_timeout = 5000`); null for anything else. */
+function settingText(args: unknown): string | null {
+  const list = Array.isArray(args) ? (args as unknown[]) : [];
+  const c = list.length === 1 && isObj(list[0]) && isObj(list[0].A_Const) ? list[0].A_Const : null;
+  if (c === null) return null;
+  if (isObj(c.sval)) return String(c.sval.sval ?? '');
+  // proto3 JSON omits zero values: `ival: {}` is 0.
+  if (isObj(c.ival)) return String(c.ival.ival ?? 0);
+  if (isObj(c.fval)) return String(c.fval.fval ?? '');
+  return null;
 }
 
 function escalate(d: Draft, op: Operation, trap?: TrapCode): void {
@@ -348,8 +363,9 @@ export class StatementClassifier {
     // The same rule set_config calls are held to (walk.ts): SET and set_config change the same settings.
     const traps = settingChangeTraps(lower, setValue(varKind, body.args));
     if (traps.length > 0) return { kind, operation: 'admin', traps };
-    if (this.settings.isGuarded(lower)) return { kind, operation: 'admin', traps: ['guarded_setting'] };
-    return { kind, operation: 'read', traps: [] };
+    const d: Draft = this.settings.isGuarded(lower) ? { kind, operation: 'admin', traps: ['guarded_setting'] } : { kind, operation: 'read', traps: [] };
+    if (lower === 'statement_timeout' && varKind === 'VAR_SET_VALUE') d.statementTimeouts = [settingText(body.args)];
+    return d;
   }
 
   private transaction(body: Json): Draft {

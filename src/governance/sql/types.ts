@@ -81,6 +81,8 @@ export interface StatementInfo {
   /** Every function, operator and cast target called, judged against the built-in allowlist (allowlist.ts). */
   readonly calls: readonly CallInfo[];
   readonly traps: readonly TrapCode[];
+  /** Values the statement gives statement_timeout by SET or set_config, as written (null: not a constant). */
+  readonly statementTimeouts?: readonly (string | null)[];
 }
 
 export interface SqlClassified {
@@ -102,6 +104,8 @@ export interface SqlClassified {
   readonly functions: readonly string[];
   /** The union of the statements' calls (deduplicated by kind and name). */
   readonly calls: readonly CallInfo[];
+  /** Every value the statements give statement_timeout (null: not a constant): bounded by the source's (pipeline/decide.ts). */
+  readonly statementTimeouts: readonly (string | null)[];
 }
 
 export type SqlErrorCode = 'sql_parse_error' | 'sql_too_long' | 'sql_empty';

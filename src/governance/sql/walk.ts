@@ -43,6 +43,8 @@ export interface StatementFacts {
    * (string_syntax_change); a name that is not a constant may be any.
    */
   readonly settingTraps: Set<TrapCode>;
+  /** Values set_config calls give statement_timeout (null: not a constant, or a name that is not one). */
+  readonly statementTimeouts: (string | null)[];
   /** INSERT/UPDATE/DELETE/MERGE nodes anywhere in the tree, the root included. */
   dmlCount: number;
   /** FOR UPDATE / FOR SHARE (any strength) anywhere. */
@@ -105,6 +107,14 @@ function setConfigTraps(call: Json): TrapCode[] {
   return settingChangeTraps(constantText(name), constantText(value));
 }
 
+/** The value a `set_config` call gives statement_timeout: undefined when it sets another setting, null when unknown. */
+function setConfigTimeout(call: Json): string | null | undefined {
+  const [name, value] = asArray(call.args);
+  const setting = constantText(name);
+  if (setting !== null && setting.trim().toLowerCase() !== 'statement_timeout') return undefined;
+  return setting === null ? null : constantText(value);
+}
+
 /** The strings of a name list (`[{String: {sval}}]`); a part of another shape keeps its place as "" so it never matches a built-in. */
 function names(list: unknown): string[] {
   return asArray(list).map((p) => stringNode(p) ?? '');
@@ -122,7 +132,7 @@ export function walkStatement(stmt: unknown, ctx: WalkContext): StatementFacts |
 class Walker {
   private readonly facts: StatementFacts = {
     tables: new Set(), columns: new Set(), functions: new Set(), calls: new Map(),
-    writeFunction: false, adminFunction: false, dynamicSql: false, settingTraps: new Set(), dmlCount: 0, locking: false, selectInto: false,
+    writeFunction: false, adminFunction: false, dynamicSql: false, settingTraps: new Set(), statementTimeouts: [], dmlCount: 0, locking: false, selectInto: false,
   };
   // Three parallel stacks instead of one object per frame: the walk allocates nothing per node.
   private readonly nodes: unknown[] = [];
@@ -315,7 +325,11 @@ class Walker {
     this.facts.functions.add(parts.join('.'));
     this.call(judgeFunction(parts));
     const name = parts[parts.length - 1] as string;
-    if (name.toLowerCase() === 'set_config') for (const trap of setConfigTraps(body)) this.facts.settingTraps.add(trap);
+    if (name.toLowerCase() === 'set_config') {
+      for (const trap of setConfigTraps(body)) this.facts.settingTraps.add(trap);
+      const timeout = setConfigTimeout(body);
+      if (timeout !== undefined) this.facts.statementTimeouts.push(timeout);
+    }
     const effect = this.ctx.functions.effectOf(name);
     if (effect === 'write') this.facts.writeFunction = true;
     else if (effect === 'admin') this.facts.adminFunction = true;

@@ -83,3 +83,20 @@ describe('per-statement results', () => {
     expect(a.normalized).not.toContain('a@b.c');
   });
 });
+
+describe('statement_timeout values (bounded by the source in the resolve_source stage)', () => {
+  it.each([
+    ['SET statement_timeout = 0', ['0']],
+    ["SET LOCAL statement_timeout TO '5s'", ['5s']],
+    ['set session STATEMENT_TIMEOUT = 1500', ['1500']],
+    ["SELECT set_config('Statement_Timeout', '1h', false)", ['1h']],
+    ["SELECT set_config('statement_timeout', $1, true)", [null]],
+    ["SELECT set_config(n, '1', true) FROM t", [null]],
+    ["SELECT set_config('lock_timeout', '0', false)", []],
+    ['RESET statement_timeout', []],
+    ['SET statement_timeout TO DEFAULT', []],
+    ['SET statement_timeout = 10; SET statement_timeout = 0', ['10', '0']],
+  ])('%s', (sql, values) => {
+    expect(ok(sql).statementTimeouts).toEqual(values);
+  });
+});
