@@ -115,6 +115,8 @@ async function start(roleArg: string | undefined): Promise<void> {
   };
   process.once('SIGTERM', onSignal);
   process.once('SIGINT', onSignal);
+  // SIGHUP: new certificates from the same files, for new connections; nothing else is reloaded (docs/tls.md).
+  process.on('SIGHUP', () => void running.reloadTls());
   if (isReplica()) announceReplica(() => onSignal('SIGTERM'));
 }
 

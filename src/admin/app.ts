@@ -27,6 +27,7 @@ export async function buildAdminApp(services: Services, opts: AdminAppOptions = 
     idleTimeoutMs: config.gateway.timeouts.client_idle_ms,
     tracing: services.tracing,
     listener: 'admin',
+    tls: { key: 'admin.tls', config: config.admin.tls },
   });
   if (opts.onRoute) app.addHook('onRoute', opts.onRoute);
   setAdminErrorHandler(app);

@@ -24,11 +24,15 @@ export function crossFieldProblems(c: Config): string[] {
   const pairs: Array<[string, { cert_file: string | null; key_file: string | null }]> = [
     ['gateway.tls', c.gateway.tls],
     ['gateway.pg_tls', c.gateway.pg_tls],
+    ['admin.tls', c.admin.tls],
   ];
   for (const [path, tls] of pairs) {
     if ((tls.cert_file === null) !== (tls.key_file === null)) {
       problems.push(`${path}: cert_file and key_file must be set together`);
     }
+  }
+  for (const [path, tls] of [['gateway.tls', c.gateway.tls], ['admin.tls', c.admin.tls]] as const) {
+    if (tls.client_ca_file !== null && tls.cert_file === null) problems.push(`${path}.client_ca_file: needs ${path}.cert_file and key_file (client certificates are checked only over TLS)`);
   }
   if (c.gateway.pg_tls.require_client_tls && c.gateway.pg_tls.cert_file === null) {
     problems.push('gateway.pg_tls.require_client_tls: needs gateway.pg_tls.cert_file and key_file');
@@ -105,6 +109,8 @@ export function productionProblems(c: Config, secrets: Secrets): string[] {
     if (signing === undefined) problems.push('admin.signing_secret_ref: required in production');
     else if (signing.length < MIN_PRODUCTION_SECRET_CHARS) problems.push(`admin.signing_secret_ref: the referenced secret must be at least ${MIN_PRODUCTION_SECRET_CHARS} characters in production`);
     if (!c.admin.cookie.secure) problems.push('admin.cookie.secure: must be true in production');
+    // Admin sessions and passwords cross this listener (docs/tls.md "Production").
+    if (c.admin.tls.cert_file === null && !c.admin.tls.trusted_tls_offload) problems.push('admin.tls: production needs cert_file and key_file, or trusted_tls_offload: true');
   }
   if (usesApiKeys(c)) {
     const pepper = secrets.get('auth.api_key_pepper_ref');
@@ -113,6 +119,10 @@ export function productionProblems(c: Config, secrets: Secrets): string[] {
   }
   if (c.auth.legacy_unpeppered_keys_allowed) {
     problems.push('auth.legacy_unpeppered_keys_allowed: must be false in production');
+  }
+  // Agents' bearer keys cross the gateway's HTTP listener (docs/tls.md "Production").
+  if (servesGateway(c) && c.gateway.tls.cert_file === null && !c.gateway.tls.trusted_tls_offload) {
+    problems.push('gateway.tls: production needs cert_file and key_file, or trusted_tls_offload: true');
   }
   if (servesGateway(c) && c.gateway.pg_enabled) {
     const t = c.gateway.pg_tls;

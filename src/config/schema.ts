@@ -30,9 +30,13 @@ export const gatewaySchema = section({
    */
   processes: positiveInt(64).default(1),
   trust_proxy: z.boolean().default(false),
+  /** TLS on the HTTP listener (docs/tls.md); a client CA turns on client certificates (mTLS). */
   tls: section({
     cert_file: filePath,
     key_file: filePath,
+    client_ca_file: filePath,
+    /** A trusted component in front terminates TLS: satisfies the production TLS invariant without certificates here. */
+    trusted_tls_offload: z.boolean().default(false),
   }),
   pg_tls: section({
     cert_file: filePath,
@@ -80,6 +84,13 @@ export const adminSchema = section({
   bootstrap_password: z.string().min(1).max(1024).nullable().default(null),
   session_ttl_seconds: positiveInt(30 * 86_400).default(8 * 3_600),
   session_idle_seconds: positiveInt(30 * 86_400).default(3_600),
+  /** TLS on the admin listener, as gateway.tls (docs/tls.md). */
+  tls: section({
+    cert_file: filePath,
+    key_file: filePath,
+    client_ca_file: filePath,
+    trusted_tls_offload: z.boolean().default(false),
+  }),
   cookie: section({
     name: z.string().regex(/^[A-Za-z0-9_-]{1,64}$/).default('gatehouse_session'),
     secure: z.boolean().default(false),

@@ -25,6 +25,7 @@ export async function buildGatewayApp(services: Services): Promise<FastifyInstan
     requestLogging: false,
     tracing: services.tracing,
     listener: 'gateway',
+    tls: { key: 'gateway.tls', config: config.gateway.tls },
   });
   setGatewayErrorHandler(app);
   registerHealthRoutes(app, services.readiness, { details: config.observability.readiness_details });

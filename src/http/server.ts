@@ -3,6 +3,8 @@ import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance, t
 import type { Logger } from '../observability/logger.js';
 import { uuidv7 } from '../util/uuidv7.js';
 import { SpanStatusCode, type Span, type Tracing } from '../observability/tracing.js';
+import type { Server as TlsServer } from 'node:tls';
+import { httpsServerOptions, readListenerTls, reloadListenerTls, type ListenerTls, type ListenerTlsConfig } from './tls.js';
 
 declare module 'fastify' {
   interface FastifyRequest {
@@ -26,10 +28,29 @@ export interface HttpServerOptions {
   tracing?: Tracing | null;
   /** The listener's name in span attributes: `gateway` or `admin`. */
   listener?: string;
+  /** The listener's TLS section (`gateway.tls`, `admin.tls`); plain HTTP when it names no certificate. */
+  tls?: { key: string; config: ListenerTlsConfig };
+}
+
+/** Reloads of the TLS listeners built here, by app (SIGHUP; docs/tls.md). */
+const tlsReloaders = new WeakMap<FastifyInstance, () => void>();
+
+/**
+ * Re-reads the app's certificate, key and client CA and swaps them in for new handshakes (open connections keep
+ * theirs). False when the app serves plain HTTP; throws TlsConfigError, keeping the old context, when a file cannot be used.
+ */
+export function reloadHttpTls(app: FastifyInstance): boolean {
+  const reload = tlsReloaders.get(app);
+  if (reload === undefined) return false;
+  reload();
+  return true;
 }
 
 export function createHttpServer(opts: HttpServerOptions): FastifyInstance {
+  let tls: ListenerTls | null = opts.tls ? readListenerTls(opts.tls.key, opts.tls.config) : null;
+  // Fastify types an https app apart; both are served and closed the same way here.
   const app = Fastify({
+    ...(tls ? { https: httpsServerOptions(tls) } : {}),
     loggerInstance: opts.log as FastifyBaseLogger,
     ...(opts.requestLogging === false ? { logController: new LogController({ disableRequestLogging: true }) } : {}),
     bodyLimit: opts.bodyLimit,
@@ -46,7 +67,13 @@ export function createHttpServer(opts: HttpServerOptions): FastifyInstance {
     forceCloseConnections: 'idle',
     routerOptions: { ignoreTrailingSlash: false, caseSensitive: true, maxParamLength: 2048 },
     ...(opts.frameworkErrors ? { frameworkErrors: opts.frameworkErrors } : {}),
-  });
+  }) as unknown as FastifyInstance;
+  if (tls && opts.tls) {
+    const section = opts.tls;
+    tlsReloaders.set(app, () => {
+      tls = reloadListenerTls(app.server as unknown as TlsServer, tls!, section.config);
+    });
+  }
   if (opts.maxConnections !== undefined) app.server.maxConnections = opts.maxConnections;
   // Callback style: an async hook costs a promise per response on every listener.
   app.addHook('onSend', (req, reply, payload, done) => {

@@ -75,6 +75,11 @@ export class GatewayReplicas {
     return replicas;
   }
 
+  /** Passes a signal on to every running replica (SIGHUP: reload TLS certificates). */
+  signal(signal: NodeJS.Signals): void {
+    for (const s of this.#slots) if (s.child && s.child.exitCode === null && s.child.signalCode === null) s.child.kill(signal);
+  }
+
   /** Process ids of the running replicas (tests and operators' tooling). */
   pids(): number[] {
     return this.#slots.flatMap((s) => (s.child?.pid !== undefined && s.child.exitCode === null && s.child.signalCode === null ? [s.child.pid] : []));

@@ -5,6 +5,7 @@ import type { LoadedConfig, ServiceRole } from '../config/index.js';
 import type { Logger } from '../observability/logger.js';
 import { buildServices, type Services } from './services.js';
 import { buildGatewayApp } from '../gateway/app.js';
+import { reloadHttpTls } from '../http/server.js';
 import { buildAdminApp } from '../admin/app.js';
 import { buildWireListener } from '../gateway/pgwire/index.js';
 import { Worker } from '../worker/worker.js';
@@ -27,6 +28,12 @@ export interface RunningService {
   /** The extra gateway processes this process runs (gateway.processes > 1), null otherwise. */
   replicas: GatewayReplicas | null;
   shutdown(reason: string): Promise<void>;
+  /**
+   * SIGHUP: re-reads each TLS listener's certificate, key and client CA (gateway.tls, admin.tls, gateway.pg_tls)
+   * and uses them for new connections; open connections are not dropped. A section whose files cannot be used
+   * keeps its old context and is reported in `failed` (docs/tls.md).
+   */
+  reloadTls(): { reloaded: string[]; failed: Array<{ key: string; error: string }> };
 }
 
 interface Listener {
@@ -75,6 +82,7 @@ export async function startService(loaded: LoadedConfig, role: ServiceRole, log:
   const { config } = loaded;
   const services = await buildServices(loaded, role, log);
   const listeners: Listener[] = [];
+  const tlsReloads: Array<{ key: string; reload(): boolean }> = [];
   const addresses: RunningService['addresses'] = {};
   let worker: Worker | null = null;
   let replicas: GatewayReplicas | null = null;
@@ -88,17 +96,20 @@ export async function startService(loaded: LoadedConfig, role: ServiceRole, log:
       const gateway = await buildGatewayApp(services);
       addresses['gateway.http_port'] = await listenFastify(gateway, 'gateway.http_port', config.gateway.host, config.gateway.http_port, sharedListeners);
       listeners.push({ key: 'gateway.http_port', close: () => gateway.close() });
+      tlsReloads.push({ key: 'gateway.tls', reload: () => reloadHttpTls(gateway) });
       if (config.gateway.pg_enabled) {
         const wire = await buildWireListener(services);
         const host = config.gateway.pg_host ?? config.gateway.host;
         addresses['gateway.pg_port'] = await listenNet(wire.server, 'gateway.pg_port', host, config.gateway.pg_port, sharedListeners);
         listeners.push({ key: 'gateway.pg_port', close: () => wire.close() });
+        tlsReloads.push({ key: 'gateway.pg_tls', reload: () => wire.reloadTls() });
       }
     }
     if (role === 'all' || role === 'admin') {
       const admin = await buildAdminApp(services);
       addresses['admin.port'] = await listenFastify(admin, 'admin.port', config.admin.host, config.admin.port);
       listeners.push({ key: 'admin.port', close: () => admin.close() });
+      tlsReloads.push({ key: 'admin.tls', reload: () => reloadHttpTls(admin) });
     }
     if (role === 'all' || role === 'worker') {
       worker = new Worker(services);
@@ -146,6 +157,23 @@ export async function startService(loaded: LoadedConfig, role: ServiceRole, log:
     return shuttingDown;
   };
 
+  const reloadTls: RunningService['reloadTls'] = () => {
+    const reloaded: string[] = [];
+    const failed: Array<{ key: string; error: string }> = [];
+    for (const r of tlsReloads) {
+      try {
+        if (r.reload()) reloaded.push(r.key);
+      } catch (err) {
+        // TlsConfigError names the key and file; other errors (OpenSSL's) carry no secret material either.
+        failed.push({ key: r.key, error: err instanceof Error ? err.message : String(err) });
+      }
+    }
+    replicas?.signal('SIGHUP');
+    if (failed.length > 0) log.error({ reloaded, failed }, 'TLS reload: some listeners keep their previous certificate');
+    else log.info({ reloaded }, 'TLS certificates reloaded');
+    return { reloaded, failed };
+  };
+
   log.info(
     {
       role,
@@ -158,5 +186,5 @@ export async function startService(loaded: LoadedConfig, role: ServiceRole, log:
     },
     isReplica() ? 'gateway replica started' : 'gatehouse started',
   );
-  return { services, addresses, replicas, shutdown };
+  return { services, addresses, replicas, shutdown, reloadTls };
 }

@@ -25,7 +25,7 @@ describe('docs/configuration.md', () => {
 
   it('names each production invariant key and the exit codes', () => {
     const section = doc.slice(doc.indexOf('## Production invariants'), doc.indexOf('## Problems and exit codes'));
-    for (const key of ['admin.signing_secret_ref', 'admin.cookie.secure', 'auth.api_key_pepper_ref', 'auth.legacy_unpeppered_keys_allowed', 'gateway.pg_tls', 'database.ssl_mode', 'database.ssl_ca_file', 'audit.durability_mode', 'auth.oidc.issuer_url', 'auth.oidc.admin_redirect_uri', 'auth.oidc.allow_insecure_endpoints', 'database.url', 'redis.url']) {
+    for (const key of ['admin.signing_secret_ref', 'admin.cookie.secure', 'auth.api_key_pepper_ref', 'auth.legacy_unpeppered_keys_allowed', 'gateway.pg_tls', 'gateway.tls', 'admin.tls', 'database.ssl_mode', 'database.ssl_ca_file', 'audit.durability_mode', 'auth.oidc.issuer_url', 'auth.oidc.admin_redirect_uri', 'auth.oidc.allow_insecure_endpoints', 'database.url', 'redis.url']) {
       expect(section).toContain(`\`${key}\``);
     }
     for (const code of ['| 0 |', '| 1 |', '| 2 |', '| 64 |']) expect(doc).toContain(code);

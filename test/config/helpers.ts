@@ -131,8 +131,8 @@ export function productionCase(dir: string): ProductionCase {
     yaml: {
       environment: 'production',
       service_role: 'all',
-      gateway: { pg_tls: { trusted_tls_offload: true } },
-      admin: { signing_secret_ref: 'env:GH_SIGNING', cookie: { secure: true } },
+      gateway: { pg_tls: { trusted_tls_offload: true }, tls: { trusted_tls_offload: true } },
+      admin: { signing_secret_ref: 'env:GH_SIGNING', cookie: { secure: true }, tls: { trusted_tls_offload: true } },
       database: { url: `postgres://gatehouse:${dbPassword}@db.internal:5432/gatehouse?sslmode=verify-full`, ssl_mode: 'verify-full', ssl_ca_file: caFile },
       redis: { url: `redis://:${redisPassword}@redis.internal:6379/0` },
       auth: {

@@ -27,6 +27,8 @@ const invariants: Invariant[] = [
   { name: 'API-key pepper shorter than 32 characters', keyPath: 'auth.api_key_pepper_ref', breakIt: (c) => { c.vars.GH_PEPPER = SHORT_PEPPER; c.secrets.push(SHORT_PEPPER); } },
   { name: 'legacy unpeppered key hashes allowed', keyPath: 'auth.legacy_unpeppered_keys_allowed', breakIt: (c) => setIn(c.yaml, 'auth.legacy_unpeppered_keys_allowed', true) },
   { name: 'PostgreSQL listener without TLS and without declared offload', keyPath: 'gateway.pg_tls', breakIt: (c) => setIn(c.yaml, 'gateway.pg_tls.trusted_tls_offload', false) },
+  { name: 'gateway HTTP listener without TLS and without declared offload', keyPath: 'gateway.tls', breakIt: (c) => setIn(c.yaml, 'gateway.tls.trusted_tls_offload', false) },
+  { name: 'admin listener without TLS and without declared offload', keyPath: 'admin.tls', breakIt: (c) => setIn(c.yaml, 'admin.tls.trusted_tls_offload', false) },
   { name: 'database.ssl_mode not verify-full', keyPath: 'database.ssl_mode', breakIt: (c) => setIn(c.yaml, 'database.ssl_mode', 'verify-ca') },
   { name: 'database.ssl_ca_file not set', keyPath: 'database.ssl_ca_file', breakIt: (c) => setIn(c.yaml, 'database.ssl_ca_file', undefined) },
   { name: 'audit durability buffered', keyPath: 'audit.durability_mode', breakIt: (c) => setIn(c.yaml, 'audit.durability_mode', 'buffered') },

@@ -77,13 +77,17 @@ export interface WireListener {
   server: net.Server;
   /** Client connections open now (any state: startup, authenticating, ready). */
   sessions(): number;
+  /** Re-reads gateway.pg_tls's certificate and key for new sessions; false without TLS; throws when a file cannot be used (the old one stays). */
+  reloadTls(): boolean;
   close(): Promise<void>;
 }
 
 export function createWireListener(deps: WireListenerDeps): WireListener {
   const { config } = deps;
   const pgTls = config.gateway.pg_tls;
-  const secureContext = pgTls.cert_file && pgTls.key_file ? tls.createSecureContext({ cert: readFileSync(pgTls.cert_file), key: readFileSync(pgTls.key_file) }) : null;
+  const readContext = () => (pgTls.cert_file && pgTls.key_file ? tls.createSecureContext({ cert: readFileSync(pgTls.cert_file), key: readFileSync(pgTls.key_file) }) : null);
+  // Replaced by reloadTls(): sessions that start after it negotiate with the new certificate; open ones keep theirs.
+  let secureContext = readContext();
   const decoySecret = randomBytes(32);
   const cancels = new Map<number, CancelEntry[]>();
   /** Connections by their TCP socket (a connection that upgraded to TLS speaks through its TLS socket). */
@@ -101,6 +105,11 @@ export function createWireListener(deps: WireListenerDeps): WireListener {
   return {
     server,
     sessions: () => connections.size,
+    reloadTls() {
+      if (secureContext === null) return false;
+      secureContext = readContext();
+      return true;
+    },
     async close() {
       await new Promise<void>((resolve) => {
         server.close(() => resolve());
