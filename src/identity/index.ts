@@ -1,9 +1,14 @@
 // The identity module's public face: agent keys, agent authentication and key sessions, built from the running services.
 import type { Services } from '../runtime/services.js';
 import type { AgentAuthDeps } from './authenticate.js';
+import type { AgentIdentity } from './key-sessions.js';
 import { KeySessionMemo } from './key-sessions.js';
+import { AgentJwtAuthenticator, looksLikeJwt, MAX_AGENT_JWT_LENGTH } from './agent-jwt.js';
+import { authenticateAgent } from './authenticate.js';
+import { oidcProviderOf } from '../oidc/index.js';
 
 export { authenticateAgent, bearerKey, toAgentIdentity, type AgentAuthDeps } from './authenticate.js';
+export { AgentJwtAuthenticator, looksLikeJwt, AGENT_JWT_ALGORITHMS, type AgentJwtDeps } from './agent-jwt.js';
 export {
   revokeKeySessions,
   revokeIdentityKeySessions,
@@ -58,5 +63,54 @@ export function agentAuthDeps(services: Pick<Services, 'db' | 'coord' | 'log' | 
     ttlSeconds: services.config.auth.key_session_ttl_seconds,
     pepper: services.secrets.get('auth.api_key_pepper_ref'),
     legacyAllowed: services.config.auth.legacy_unpeppered_keys_allowed,
+  };
+}
+
+const BEARER_JWT = /^Bearer ([A-Za-z0-9_.-]+)$/i;
+
+/** The token of a `Bearer <JWT-shaped>` header, bounded before the regex runs. */
+function bearerToken(header: string | undefined): string | null {
+  if (typeof header !== 'string' || header.length > 'Bearer '.length + MAX_AGENT_JWT_LENGTH) return null;
+  return BEARER_JWT.exec(header)?.[1] ?? null;
+}
+
+const jwtAuthenticators = new WeakMap<object, AgentJwtAuthenticator | null>();
+
+/**
+ * The process's agent-JWT authenticator, or null when agents cannot present JWTs here (auth.oidc disabled, no
+ * agent_audience, or the provider not started in this process). One per composition root, sharing the key-session
+ * memo's revocation feed.
+ */
+export function agentJwtAuthenticator(services: Pick<Services, 'db' | 'log' | 'config'>): AgentJwtAuthenticator | null {
+  if (jwtAuthenticators.has(services)) return jwtAuthenticators.get(services)!;
+  const settings = services.config.auth.oidc;
+  const provider = oidcProviderOf(services);
+  let authenticator: AgentJwtAuthenticator | null = null;
+  if (settings.enabled && settings.agent_audience !== null && provider !== null) {
+    authenticator = new AgentJwtAuthenticator({
+      db: services.db,
+      issuer: provider.issuer,
+      audience: settings.agent_audience,
+      clockToleranceSeconds: settings.clock_tolerance_seconds,
+      keys: () => provider.keys(),
+      feed: memos.get(services),
+      log: services.log.child({ component: 'agent-jwt' }),
+    });
+  }
+  jwtAuthenticators.set(services, authenticator);
+  return authenticator;
+}
+
+/**
+ * Authenticates an agent's `Authorization` header on every front door (spec §5.1, §5.4): a bearer JWT goes to the
+ * JWT authenticator when one is configured, anything else is an API key.
+ */
+export function agentAuthenticator(services: Pick<Services, 'db' | 'coord' | 'log' | 'config' | 'secrets'>): (authorization: string | undefined) => Promise<AgentIdentity> {
+  const keyDeps = agentAuthDeps(services);
+  const jwt = agentJwtAuthenticator(services);
+  if (jwt === null) return (authorization) => authenticateAgent(keyDeps, authorization);
+  return (authorization) => {
+    const token = bearerToken(authorization);
+    return token !== null && looksLikeJwt(token) ? jwt.authenticate(token) : authenticateAgent(keyDeps, authorization);
   };
 }

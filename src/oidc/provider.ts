@@ -26,7 +26,7 @@ export class OidcUnreachableError extends Error {
 /** Largest discovery document read. */
 const MAX_DISCOVERY_BYTES = 256 * 1024;
 /** A missing `kid` triggers at most one JWKS fetch in this window (one in flight; jose's cooldown). */
-export const JWKS_COOLDOWN_MS = 30_000;
+export const JWKS_COOLDOWN_MS = 5_000;
 /** Cached keys are refreshed after this age even when every kid is known. */
 const JWKS_MAX_AGE_MS = 10 * 60_000;
 
@@ -152,6 +152,11 @@ export class OidcProvider {
   /** The JWKS key resolver for jose (cached, one refresh in flight, cooldown between refreshes on an unknown kid). */
   keys(): JWTVerifyGetKey | null {
     return this.#jwks;
+  }
+
+  /** Whether an unknown kid would wait for the cooldown instead of fetching the keys again. */
+  get jwksCoolingDown(): boolean {
+    return this.#jwks?.coolingDown ?? false;
   }
 
   close(): void {

@@ -1,4 +1,5 @@
 // The decision stages shared by every front door (spec §4 steps 1–5): input, identity, source, source role, policy, rate limit, risk and approval.
+import { jwtRefusalReason } from '../identity/agent-jwt.js';
 import { GatehouseError } from '../errors/registry.js';
 import { sourceRoleDecision, type SourceRoleRequest } from '../governance/source-roles.js';
 import { evaluate, type Decision, type Operation } from '../governance/policy/index.js';
@@ -73,9 +74,16 @@ export const authenticateIdentity: Stage = {
       req.identity = req.credential.identity;
       return;
     }
-    return deps.authenticate(req.credential.authorization).then((identity) => {
-      req.identity = identity;
-    });
+    return deps.authenticate(req.credential.authorization).then(
+      (identity) => {
+        req.identity = identity;
+      },
+      (err: unknown) => {
+        const reason = jwtRefusalReason(err);
+        if (reason !== null) req.audit.addReason(reason);
+        throw err;
+      },
+    );
   },
 };
 

@@ -1,4 +1,5 @@
 // Runs an ordered list of stages over one request and keeps its audit entry in step; the front door ends the entry with what it answered.
+import { jwtRefusalReason } from '../identity/agent-jwt.js';
 import { GatehouseError, isGatehouseError, type ErrorCode } from '../errors/registry.js';
 import { StoreUnavailableError } from '../store/errors.js';
 import type { AuditDecision, AuditFields } from '../audit/entry.js';
@@ -84,7 +85,10 @@ export function recordWriteIntent(req: GovernedRequest): Promise<void> {
 }
 
 /** The audit fields of a request that ended in an error, the same on every front door: the registry's status and code, `deny` or `error`. */
-export function auditFailure(err: unknown): { status: number; decision: AuditDecision; error_code: ErrorCode } {
+export function auditFailure(err: unknown): { status: number; decision: AuditDecision; error_code: ErrorCode; reasons?: string[] } {
   const e = asGatehouseError(err);
-  return { status: e.spec.http, decision: auditDecision({ error: e }), error_code: e.code };
+  const failure = { status: e.spec.http, decision: auditDecision({ error: e }), error_code: e.code };
+  // A refused agent JWT says why (expired, audience, signature, unmapped subject...); never the token (src/identity/agent-jwt.ts).
+  const jwtReason = jwtRefusalReason(e);
+  return jwtReason !== null ? { ...failure, reasons: [jwtReason] } : failure;
 }

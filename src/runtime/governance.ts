@@ -8,7 +8,7 @@ import { createEgressDispatcher, type EgressDispatcher } from '../egress/agent.j
 import { CircuitRegistry } from '../egress/circuit.js';
 import { SourceGenerations, storeDurableGenerations } from '../cache/generations.js';
 import { GovernedCache } from '../cache/governed-cache.js';
-import { authenticateAgent, agentAuthDeps, startKeySessionMemo, type AgentIdentity } from '../identity/index.js';
+import { agentAuthenticator, startKeySessionMemo, type AgentIdentity } from '../identity/index.js';
 import { loadSourceRoleContext } from '../store/repos/grants.js';
 import { PayloadCipher } from '../approvals/crypto.js';
 import { ApprovalIntake } from '../approvals/queue.js';
@@ -121,7 +121,7 @@ async function createGovernanceRuntime(services: Services): Promise<GovernanceRu
     onQueued: (notice) => notifierFor(services).notify(notice),
   });
   await startKeySessionMemo(services);
-  const authDeps = agentAuthDeps(services);
+  const authenticate = agentAuthenticator(services);
 
   // The structure loads through the process's PostgreSQL runtime, which is built on this one: reached lazily.
   const structures = new SourceStructures({
@@ -141,7 +141,7 @@ async function createGovernanceRuntime(services: Services): Promise<GovernanceRu
   const deps: HttpPipelineDeps = {
     config,
     log: log.child({ component: 'pipeline' }),
-    authenticate: (authorization) => authenticateAgent(authDeps, authorization),
+    authenticate,
     lookupSource: (sourceId) => services.registry.get(sourceId),
     roleContext: cachedRoleContexts(services),
     policies: () => services.policies.current(),

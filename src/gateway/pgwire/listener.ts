@@ -9,8 +9,9 @@ import type { Auditor } from '../../audit/context.js';
 import type { PipelineDeps } from '../../pipeline/context.js';
 import type { Db } from '../../store/repos/util.js';
 import { getIdentityByName, getIdentityByPgUsername } from '../../store/repos/identities.js';
-import { parseScramVerifier, scramPasswordMatches, toAgentIdentity, type AgentIdentity, type KeyRevocationFeed, type ParsedScramVerifier } from '../../identity/index.js';
-import { isGatehouseError } from '../../errors/registry.js';
+import { looksLikeJwt, parseScramVerifier, scramPasswordMatches, toAgentIdentity, type AgentIdentity, type KeyRevocationFeed, type ParsedScramVerifier } from '../../identity/index.js';
+import { GatehouseError, isGatehouseError } from '../../errors/registry.js';
+import { auditFailure } from '../../pipeline/run.js';
 import { StoreUnavailableError } from '../../store/errors.js';
 import { UpstreamSqlError, quoteIdent, quoteLiteral, type UpstreamConnection, type UpstreamPools } from '../../connectors/postgres-exec.js';
 import {
@@ -65,8 +66,8 @@ const MAX_QUEUED_FRAMES = 256;
 
 type State = 'startup' | 'sasl_initial' | 'sasl_continue' | 'password' | 'connecting' | 'ready' | 'closed';
 
-/** Longest cleartext password read; API keys and wire passwords are far shorter. */
-const MAX_PASSWORD_BYTES = 4096;
+/** Longest cleartext password read: an agent JWT (MAX_AGENT_JWT_LENGTH); API keys and wire passwords are far shorter. */
+const MAX_PASSWORD_BYTES = 8192;
 
 interface CancelEntry {
   secret: Buffer;
@@ -149,6 +150,8 @@ class WireConnection {
   #passwordVerifier: ParsedScramVerifier | null = null;
   #identity: AgentIdentity | null = null;
   #verifier: string | null = null;
+  /** The enabled identity the startup user names, and its verifier, whatever its credentials (an agent JWT must map to it). */
+  #userRow: { id: number; verifier: string | null } | null = null;
   #upstream: UpstreamConnection | null = null;
   #relay: WireRelay | null = null;
   #pid = 0;
@@ -270,8 +273,9 @@ class WireConnection {
     if (!this.#user) return this.#fatal({ sqlstate: '28000', message: 'no user name in the startup packet' });
     const encodingProblem = clientEncodingProblem(packet.params.client_encoding);
     if (encodingProblem !== null) return this.#fatal({ sqlstate: '22023', message: encodingProblem });
-    // Cleartext only inside TLS (the operator's choice, for drivers without SCRAM); a plaintext connection always gets SCRAM.
-    const cleartext = this.#encrypted && this.ctx.deps.config.gateway.pg_tls.cleartext_password;
+    // Cleartext only inside TLS (the operator's choice, for drivers without SCRAM, or agent JWTs as the password, which
+    // SCRAM cannot carry: the server must read the token); a plaintext connection always gets SCRAM.
+    const cleartext = this.#encrypted && (this.ctx.deps.config.gateway.pg_tls.cleartext_password || this.#jwtPasswords());
     this.#state = cleartext ? 'password' : 'sasl_initial';
     this.#socket.pause();
     void this.#lookupUser().then(
@@ -291,6 +295,7 @@ class WireConnection {
       const byName = await getIdentityByName(db, this.#user);
       if (byName && byName.pg_username === null) row = byName;
     }
+    if (row && row.enabled) this.#userRow = { id: row.id, verifier: row.scram_verifier };
     const parsed = row && row.enabled && row.scram_verifier ? parseScramVerifier(row.scram_verifier) : null;
     if (row && parsed) {
       this.#identity = toAgentIdentity(row);
@@ -349,9 +354,37 @@ class WireConnection {
     if (end < 0 || end !== body.length - 1) throw new ProtocolViolation('malformed password message');
     if (end > MAX_PASSWORD_BYTES) return this.#authFailed();
     this.#state = 'connecting';
+    const password = body.toString('utf8', 0, end);
+    if (this.#jwtPasswords() && looksLikeJwt(password)) return this.#jwtLogin(password);
     // The decoy verifier makes an unknown user cost the same PBKDF2 work as a wrong password.
-    const matches = await scramPasswordMatches(this.#passwordVerifier!, body.toString('utf8', 0, end));
+    const matches = await scramPasswordMatches(this.#passwordVerifier!, password);
     if (!matches || !this.#identity) return this.#authFailed();
+    await this.#connect();
+  }
+
+  /** Agents may send a JWT of the configured issuer as the password (spec §5.4): auth.oidc enabled with an agent_audience. */
+  #jwtPasswords(): boolean {
+    const o = this.ctx.deps.config.auth.oidc;
+    return o.enabled && o.agent_audience !== null;
+  }
+
+  /**
+   * A JWT password: verified like a bearer JWT on /proxy and /mcp, and it must identify the very identity the startup
+   * user names. A refused token is 28P01 and one audit entry (without the token).
+   */
+  async #jwtLogin(token: string): Promise<void> {
+    let identity: AgentIdentity;
+    try {
+      identity = await this.ctx.deps.pipeline.authenticate(`Bearer ${token}`);
+      if (this.#userRow === null || identity.id !== this.#userRow.id) throw new GatehouseError('unauthenticated', undefined, { details: { credential: 'jwt', reason: 'subject maps to another identity than the user' } });
+    } catch (err) {
+      if (!isGatehouseError(err) || err.code !== 'unauthenticated') return this.#fatal(errorFieldsOf(err));
+      const audit = this.ctx.deps.auditor.begin({ channel: 'pgwire', request_id: `${this.#sessionId}:0`, client_ip: this.#socket.remoteAddress ?? null, action: 'pgwire.authenticate', source_id: (this.#params.database ?? this.#user).slice(0, 255) });
+      await audit.end(auditFailure(err)).catch(() => undefined);
+      return this.#authFailed();
+    }
+    this.#identity = identity;
+    this.#verifier = this.#userRow.verifier;
     await this.#connect();
   }
 

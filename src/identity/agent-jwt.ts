@@ -1,0 +1,147 @@
+// Agent JWT authentication (spec §5.4, §5.6): a bearer JWT of the configured issuer, verified against its JWKS, identifies the pre-provisioned identity mapped to its subject.
+import { createHash } from 'node:crypto';
+import { LRUCache } from 'lru-cache';
+import { errors as joseErrors, jwtVerify, type JWTPayload, type JWTVerifyGetKey } from 'jose';
+import { GatehouseError } from '../errors/registry.js';
+import { getIdentityBySubject } from '../store/repos/oidc-subjects.js';
+import { translateConnectionError } from '../store/errors.js';
+import type { Db } from '../store/repos/util.js';
+import type { Logger } from '../observability/logger.js';
+import { toAgentIdentity } from './authenticate.js';
+import type { AgentIdentity, KeyRevocationFeed } from './key-sessions.js';
+
+/**
+ * Signature algorithms accepted for agent JWTs: asymmetric only. `none` is never a signature, and an HS* token would
+ * be "verified" with the provider's public key as an HMAC secret, which anyone can read from the JWKS.
+ */
+export const AGENT_JWT_ALGORITHMS = ['RS256', 'RS384', 'RS512', 'PS256', 'PS384', 'PS512', 'ES256', 'ES384', 'ES512', 'EdDSA'] as const;
+
+/** Longest JWT read (a header line of 8 KiB holds far less). */
+export const MAX_AGENT_JWT_LENGTH = 8_192;
+/** How long an identity found by subject is reused; revocations (identity or mapping changes) drop it at once. */
+const IDENTITY_MEMO_MS = 1_000;
+const JWT_SHAPE = /^[A-Za-z0-9_-]{2,}\.[A-Za-z0-9_-]{2,}\.[A-Za-z0-9_-]*$/;
+
+/**
+ * Whether a bearer credential is a JWT rather than an API key: three base64url segments whose first decodes to a JSON
+ * object with an `alg`. Generated API keys never have that shape.
+ */
+export function looksLikeJwt(token: string): boolean {
+  if (token.length > MAX_AGENT_JWT_LENGTH || !JWT_SHAPE.test(token)) return false;
+  try {
+    const header: unknown = JSON.parse(Buffer.from(token.slice(0, token.indexOf('.')), 'base64url').toString('utf8'));
+    return header !== null && typeof header === 'object' && typeof (header as { alg?: unknown }).alg === 'string';
+  } catch {
+    return false;
+  }
+}
+
+export interface AgentJwtDeps {
+  db: Db;
+  issuer: string;
+  audience: string;
+  clockToleranceSeconds: number;
+  /** The provider's JWKS resolver; null until discovery succeeded (then JWTs answer 503, fail closed). */
+  keys: () => JWTVerifyGetKey | null;
+  /** Revocations (identity, grant or mapping changes) drop remembered identities. */
+  feed?: KeyRevocationFeed | undefined;
+  log: Logger;
+}
+
+/** Why a JWT was refused, for logs and the audit reasons; never the token. */
+function refusal(reason: string, cause?: unknown): GatehouseError {
+  return new GatehouseError('unauthenticated', undefined, { details: { credential: 'jwt', reason }, ...(cause === undefined ? {} : { cause }) });
+}
+
+/** The audit reason of a refused agent JWT (`jwt expired`, `jwt claim aud invalid`, ...), or null for any other error. */
+export function jwtRefusalReason(err: unknown): string | null {
+  if (!(err instanceof GatehouseError) || err.code !== 'unauthenticated' || err.details?.credential !== 'jwt') return null;
+  return typeof err.details.reason === 'string' ? `jwt ${err.details.reason}` : null;
+}
+
+function reasonOf(err: unknown): string {
+  if (err instanceof joseErrors.JWTExpired) return 'expired';
+  if (err instanceof joseErrors.JWTClaimValidationFailed) return `claim ${err.claim} invalid`;
+  if (err instanceof joseErrors.JOSEAlgNotAllowed) return 'algorithm not allowed';
+  if (err instanceof joseErrors.JWSSignatureVerificationFailed) return 'signature invalid';
+  if (err instanceof joseErrors.JWKSNoMatchingKey) return 'no matching key';
+  if (err instanceof joseErrors.JWKSMultipleMatchingKeys) return 'ambiguous key';
+  if (err instanceof joseErrors.JWSInvalid || err instanceof joseErrors.JWTInvalid) return 'malformed';
+  return 'verification failed';
+}
+
+/** A verified JWT, remembered until it expires: its subject. */
+interface Verified {
+  sub: string;
+  expMs: number;
+}
+
+export class AgentJwtAuthenticator {
+  readonly #deps: AgentJwtDeps;
+  /** Verified JWTs by the SHA-256 of the token (the token itself is not kept), until their `exp`. */
+  readonly #verified = new LRUCache<string, Verified>({ max: 50_000, ttlAutopurge: false });
+  readonly #identities = new LRUCache<string, AgentIdentity>({ max: 50_000, ttl: IDENTITY_MEMO_MS, ttlResolution: 0 });
+  #revision = 0;
+
+  constructor(deps: AgentJwtDeps) {
+    this.#deps = deps;
+    deps.feed?.onRevoked(() => {
+      this.#revision++;
+      this.#identities.clear();
+    });
+  }
+
+  /** The identity a JWT identifies. Throws GatehouseError 'unauthenticated' (401 / 28P01) or 'unavailable' (503). */
+  async authenticate(token: string): Promise<AgentIdentity> {
+    const digest = createHash('sha256').update(token).digest('base64url');
+    const now = Date.now();
+    let verified = this.#verified.get(digest);
+    if (verified === undefined || verified.expMs <= now) {
+      verified = await this.#verify(token);
+      this.#verified.set(digest, verified, { ttl: Math.max(1, verified.expMs - now) });
+    }
+    return this.#identity(verified.sub);
+  }
+
+  async #verify(token: string): Promise<Verified> {
+    const keys = this.#deps.keys();
+    if (keys === null) throw new GatehouseError('unavailable', 'The identity provider is not reachable yet.');
+    let payload: JWTPayload;
+    try {
+      ({ payload } = await jwtVerify(token, keys, {
+        issuer: this.#deps.issuer,
+        audience: this.#deps.audience,
+        algorithms: [...AGENT_JWT_ALGORITHMS],
+        clockTolerance: this.#deps.clockToleranceSeconds,
+        requiredClaims: ['exp', 'sub'],
+      }));
+    } catch (err) {
+      // A JWKS that cannot be fetched is the provider's outage, not the agent's fault: 503, fail closed.
+      if (err instanceof joseErrors.JWKSTimeout || (err instanceof Error && err.name === 'TypeError')) throw new GatehouseError('unavailable', 'The identity provider is not reachable.', { cause: err });
+      throw refusal(reasonOf(err), err);
+    }
+    // spec §5.6: a token with several audiences must name the configured one as its authorized party.
+    if (Array.isArray(payload.aud) && payload.aud.length > 1 && payload.azp !== this.#deps.audience) throw refusal('several audiences without a matching azp');
+    const sub = payload.sub!;
+    if (sub.length < 1 || sub.length > 512) throw refusal('subject outside 1..512 characters');
+    return { sub, expMs: payload.exp! * 1000 + this.#deps.clockToleranceSeconds * 1000 };
+  }
+
+  async #identity(sub: string): Promise<AgentIdentity> {
+    const remembered = this.#identities.get(sub);
+    if (remembered !== undefined) return remembered;
+    const revision = this.#revision;
+    let row;
+    try {
+      row = await getIdentityBySubject(this.#deps.db, this.#deps.issuer, sub);
+    } catch (err) {
+      throw new GatehouseError(translateConnectionError(err, null) ? 'unavailable' : 'internal', undefined, { cause: err });
+    }
+    // Never provisioned from a token: an unmapped subject is refused like a wrong key (spec §5.4).
+    if (!row) throw refusal('subject not mapped to an identity');
+    if (!row.enabled) throw refusal('identity disabled');
+    const identity = toAgentIdentity(row);
+    if (revision === this.#revision && (this.#deps.feed?.live ?? false)) this.#identities.set(sub, identity);
+    return identity;
+  }
+}
