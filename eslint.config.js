@@ -21,6 +21,11 @@ export default tseslint.config(
     rules: { 'no-console': 'off' },
   },
   {
+    // The console's own browser script (served as a static asset; no build step).
+    files: ['src/admin/console/assets/**/*.js'],
+    languageOptions: { sourceType: 'script', globals: { window: 'readonly', document: 'readonly', navigator: 'readonly', getComputedStyle: 'readonly' } },
+  },
+  {
     // The pure governance core may not know any framework or driver (DESIGN §4).
     files: ['src/governance/**'],
     rules: {

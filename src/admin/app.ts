@@ -1,5 +1,5 @@
 // The admin listener (spec §4 Admin): health, readiness and the console entry now; the JSON API, auth and console pages register here.
-import type { FastifyInstance, RouteOptions } from 'fastify';
+import type { FastifyInstance, FastifyRequest, RouteOptions } from 'fastify';
 import { createHttpServer } from '../http/server.js';
 import { registerHealthRoutes } from '../health/routes.js';
 import { errorRegistry, isGatehouseError, type GatehouseError } from '../errors/registry.js';
@@ -8,6 +8,11 @@ import { ApiRegistry } from './api/route.js';
 import { storeErrorAsHttp } from './api/shared.js';
 import { malformedJsonError } from '../http/validation.js';
 import { adminModules } from './modules.js';
+import { SECURITY_HEADERS } from './console/security.js';
+import { pageContext, sendPage, wantsHtml, wantsJson } from './console/context.js';
+import { errorPage } from './console/error-page.js';
+import { formErrorPage } from './console/forms.js';
+import type { ValidationErrorItem } from '../http/validation.js';
 
 /** The admin API description version (spec §9). */
 export const ADMIN_API_VERSION = '1.0.0rc13';
@@ -30,6 +35,11 @@ export async function buildAdminApp(services: Services, opts: AdminAppOptions = 
     tls: { key: 'admin.tls', config: config.admin.tls },
   });
   if (opts.onRoute) app.addHook('onRoute', opts.onRoute);
+  // Every admin response, console page or not (spec-independent hardening of the console: a strict CSP, no framing).
+  app.addHook('onSend', (_req, reply, payload, done) => {
+    for (const [name, value] of Object.entries(SECURITY_HEADERS)) reply.header(name, value);
+    done(null, payload);
+  });
   setAdminErrorHandler(app);
   registerHealthRoutes(app, services.readiness, { details: config.observability.readiness_details });
   // Spec §4: the redirect is an HTML answer (a tiny link body, so the content type is not dropped with an empty body).
@@ -48,11 +58,22 @@ export async function buildAdminApp(services: Services, opts: AdminAppOptions = 
 
 /** Admin errors: `{detail}` bodies as the admin API describes them (DESIGN §5); validation errors carry the HTTPValidationError shape; repository errors are translated here, once for every route. */
 export function setAdminErrorHandler(app: FastifyInstance): void {
-  app.setNotFoundHandler((_req, reply) => {
-    void reply.code(404).send({ detail: 'Not found' });
+  app.setNotFoundHandler(async (req, reply) => {
+    if (isBrowserPage(req)) return sendPage(reply, errorPage(pageContext(req), 404, 'There is no page at this address.'), 404);
+    return reply.code(404).send({ detail: 'Not found' });
   });
-  app.setErrorHandler((raw, req, reply) => {
+  app.setErrorHandler(async (raw, req, reply) => {
     const err = storeErrorAsHttp(raw) ?? jsonBodyErrorAsValidation(raw) ?? raw;
+    if (isGatehouseError(err) && isBrowserPage(req)) {
+      if (err.code === 'validation_failed') {
+        // A console form posted by a browser: its page again, messages at the fields, values kept.
+        const page = await formErrorPage(app, req, (err.details?.detail ?? []) as ValidationErrorItem[]);
+        if (page) return sendPage(reply, page, 422);
+      } else {
+        if (err.retryAfterSeconds !== undefined) void reply.header('retry-after', String(err.retryAfterSeconds));
+        return sendPage(reply, errorPage(pageContext(req), err.spec.http, err.message), err.spec.http);
+      }
+    }
     if (isGatehouseError(err)) {
       if (err.retryAfterSeconds !== undefined) void reply.header('retry-after', String(err.retryAfterSeconds));
       const body = err.code === 'validation_failed' && err.details?.detail ? { detail: err.details.detail } : { detail: err.message, code: err.code };
@@ -66,6 +87,11 @@ export function setAdminErrorHandler(app: FastifyInstance): void {
     req.log.error({ err }, 'unhandled admin error');
     return reply.code(500).send({ detail: errorRegistry.internal.message });
   });
+}
+
+/** A browser (Accept names text/html) asking for a console page or posting a console form; never the JSON API, never a JSON caller. */
+function isBrowserPage(req: FastifyRequest): boolean {
+  return !req.url.startsWith('/api/') && !wantsJson(req) && wantsHtml(req);
 }
 
 /** Fastify's JSON parser errors as the 422 validation shape (spec §4: invalid input gives 422), not a bare 400. */

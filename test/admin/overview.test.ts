@@ -28,6 +28,6 @@ describe('GET /dashboard/overview', () => {
     expect(res.status).toBe(200);
     expect(res.headers.get('content-type')).toMatch(/^text\/html/);
     expect(html).toContain('Signed in as <strong>admin</strong>');
-    expect(html).toMatch(/1 identities/);
+    expect(html).toMatch(/<strong>1<\/strong> identities/);
   });
 });

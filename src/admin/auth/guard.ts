@@ -7,9 +7,11 @@ import type { AdminPrincipal } from './principal.js';
 import { csrfTokenMatches, type AdminSessions, type LoadedSession } from './sessions.js';
 import { authenticateAdminToken } from './tokens.js';
 import { changePasswordPage } from './pages.js';
+import { pageContext, sendPage } from '../console/context.js';
+import { ASSET_ROUTE } from '../console/assets.js';
 
-/** Routes anyone may call: liveness, readiness, the sign-in page and form, the API description, and the root redirect. */
-const PUBLIC_ROUTES = new Set(['GET /health', 'GET /ready', 'GET /auth/login', 'POST /auth/login', 'GET /api/openapi.json', 'GET /']);
+/** Routes anyone may call: liveness, readiness, the sign-in page and form, the API description, the root redirect and the console's static assets. */
+const PUBLIC_ROUTES = new Set(['GET /health', 'GET /ready', 'GET /auth/login', 'POST /auth/login', 'GET /api/openapi.json', 'GET /', `GET ${ASSET_ROUTE}`]);
 
 /** What an admin who must still change the initial password may reach. */
 const DURING_PASSWORD_CHANGE = new Set(['GET /auth/change-password', 'POST /auth/change-password', 'POST /auth/logout', 'GET /api/session']);
@@ -77,10 +79,7 @@ export function installAdminGuard(app: FastifyInstance, opts: GuardOptions): voi
     if (principal.mustChangePassword && !DURING_PASSWORD_CHANGE.has(routeKey(req))) {
       const message = 'The initial password must be changed before anything else: POST /auth/change-password with current_password, new_password and confirm_password.';
       if (isPageRequest(req)) {
-        return reply
-          .code(403)
-          .type('text/html; charset=utf-8')
-          .send(changePasswordPage({ username: principal.username, csrfToken: sessionOf(req)?.record.csrf_token ?? '', error: 'Choose a new password before continuing.' }));
+        return sendPage(reply, changePasswordPage({ ctx: pageContext(req), next: req.url }), 403);
       }
       throw new GatehouseError('password_change_required', message);
     }

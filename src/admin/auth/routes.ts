@@ -10,6 +10,8 @@ import { adminOf } from './principal.js';
 import { sessionOf } from './guard.js';
 import { hashPassword, passwordProblems, verifyPassword } from './passwords.js';
 import { changePasswordPage, loginPage, safeNext } from './pages.js';
+import { pageContext, sendPage } from '../console/context.js';
+import { registerFormPage } from '../console/forms.js';
 import type { AdminSessions } from './sessions.js';
 import type { LoginThrottle } from './throttle.js';
 
@@ -38,8 +40,6 @@ const sessionResponse = z.object({
   csrf_token: z.string().nullable(),
   must_change_password: z.boolean(),
 });
-
-const HTML = 'text/html; charset=utf-8';
 
 /** Form posts get redirects and pages; API clients (JSON body, or asking for JSON only) get JSON. */
 function wantsJson(req: FastifyRequest): boolean {
@@ -70,10 +70,14 @@ export function registerAuthRoutes(deps: AuthRouteDeps): void {
     return session;
   };
 
+  // A browser's invalid form comes back as its page with the messages at the fields (spec §2 "Console form bodies").
+  registerFormPage(app, 'POST', '/auth/login', (_req, ctx, form) => loginPage({ ctx, form }));
+  registerFormPage(app, 'POST', '/auth/change-password', (_req, ctx, form) => changePasswordPage({ ctx, form }));
+
   api.describe({ method: 'GET', url: '/auth/login', summary: 'The sign-in form', tags: ['auth'], query: z.object({ next: z.string().optional() }), produces: ['text/html'] });
   app.get('/auth/login', async (req, reply) => {
     const next = (req.query as Record<string, unknown>).next;
-    return reply.type(HTML).header('cache-control', 'no-store').send(loginPage({ next: safeNext(next, '') }));
+    return sendPage(reply, loginPage({ ctx: pageContext(req), next: safeNext(next, '') }));
   });
 
   api.route(app, {
@@ -90,12 +94,8 @@ export function registerAuthRoutes(deps: AuthRouteDeps): void {
         await adminAudit.record(auditOf(req, { action: 'auth.login_throttled', outcome: 'denied', status: 429, details: { username: body.username, scope: verdict.scope } }));
         const message = 'Too many failed sign-in attempts; try again later.';
         if (wantsJson(req)) throw new GatehouseError('rate_limited', message, { retryAfterSeconds: verdict.retryAfterSeconds });
-        return reply
-          .code(429)
-          .header('retry-after', String(verdict.retryAfterSeconds))
-          .type(HTML)
-          .header('cache-control', 'no-store')
-          .send(loginPage({ username: body.username, next: safeNext(body.next, ''), error: `${message} (in ${verdict.retryAfterSeconds} s)` }));
+        void reply.header('retry-after', String(verdict.retryAfterSeconds));
+        return sendPage(reply, loginPage({ ctx: pageContext(req), next: safeNext(body.next, ''), form: { values: { username: body.username }, errors: {}, message: `${message} (in ${verdict.retryAfterSeconds} s)` } }), 429);
       }
       const admin = await getAdminUserByUsername(db, body.username);
       const passwordOk = await verifyPassword(admin?.password_hash, body.password);
@@ -104,11 +104,7 @@ export function registerAuthRoutes(deps: AuthRouteDeps): void {
         const reason = !admin ? 'unknown_user' : !passwordOk ? 'wrong_password' : 'disabled';
         await adminAudit.record(auditOf(req, { action: 'auth.login_failed', outcome: 'failure', status: 401, admin_user_id: admin?.id ?? null, details: { username: body.username, reason } }));
         // One message for every cause, so the page does not tell which usernames exist or are disabled.
-        return reply
-          .code(401)
-          .type(HTML)
-          .header('cache-control', 'no-store')
-          .send(loginPage({ username: body.username, next: safeNext(body.next, ''), error: 'Invalid username or password.' }));
+        return sendPage(reply, loginPage({ ctx: pageContext(req), next: safeNext(body.next, ''), form: { values: { username: body.username }, errors: {}, message: 'Invalid username or password.' } }), 401);
       }
       await throttle.reset(body.username);
       // No fixation: a session the browser already carried is ended and a new id issued.
@@ -123,12 +119,8 @@ export function registerAuthRoutes(deps: AuthRouteDeps): void {
 
   api.describe({ method: 'GET', url: '/auth/change-password', summary: 'The change-password form (carries the CSRF token)', tags: ['auth'], produces: ['text/html'] });
   app.get('/auth/change-password', async (req, reply) => {
-    const admin = adminOf(req);
     const next = (req.query as Record<string, unknown>).next;
-    return reply
-      .type(HTML)
-      .header('cache-control', 'no-store')
-      .send(changePasswordPage({ username: admin.username, csrfToken: sessionOf(req)?.record.csrf_token ?? '', next: safeNext(next, '') }));
+    return sendPage(reply, changePasswordPage({ ctx: pageContext(req), next: safeNext(next, '') }));
   });
 
   api.route(app, {

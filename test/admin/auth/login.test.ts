@@ -33,7 +33,7 @@ describe('admin sign-in', () => {
     expect(wrong.text).toContain('action="/auth/login"');
     const unknown = await login(svc.adminUrl, '<script>x</script>', 'whatever');
     expect(unknown.status).toBe(401);
-    expect(unknown.text).toContain('&lt;script&gt;x&lt;/script&gt;');
+    expect(unknown.text).toContain('value="&lt;script>x&lt;/script>"');
     expect(unknown.text).not.toContain('<script>x');
     expect(audit.filter((e) => e.action === 'auth.login_failed')).toHaveLength(2);
 

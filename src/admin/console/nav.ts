@@ -1,0 +1,31 @@
+// The console's left navigation: one entry per page, shown only to admins whose roles grant its permission (docs/console.md says how to add one).
+import type { Permission } from '../auth/permissions.js';
+
+export interface NavEntry {
+  /** Link target; also the prefix that marks the entry current (aria-current) for the pages below it. */
+  href: string;
+  label: string;
+  /** The permission the page itself checks; admins without it do not see the entry. */
+  permission: Permission | null;
+  /** Position in the menu: lower first. */
+  order: number;
+}
+
+/** Add a page's entry here (one line each keeps parallel edits mergeable). */
+export const navEntries: NavEntry[] = [
+  { href: '/dashboard/overview', label: 'Overview', permission: null, order: 10 },
+];
+
+/** The entries an admin may see, in menu order. */
+export function visibleNav(can: (p: Permission) => boolean): NavEntry[] {
+  return navEntries.filter((e) => e.permission === null || can(e.permission)).sort((a, b) => a.order - b.order);
+}
+
+/** The entry a path belongs to: the longest href that is the path or a prefix of it at a segment boundary. */
+export function currentEntry(path: string): NavEntry | undefined {
+  let best: NavEntry | undefined;
+  for (const e of navEntries) {
+    if ((path === e.href || path.startsWith(`${e.href}/`)) && (!best || e.href.length > best.href.length)) best = e;
+  }
+  return best;
+}
