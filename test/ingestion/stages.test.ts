@@ -5,7 +5,7 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { sql } from 'kysely';
 import { startIngestionWorld, type IngestionWorld } from './support.js';
-import { docx, docxBomb, pdfWithScannedPage, textPdf } from './fixtures.js';
+import { docx, docxBomb, pdfWithScannedPage } from './fixtures.js';
 import { searchPages } from '../../src/store/repos/documents.js';
 import type { StartedCli } from '../support/cli.js';
 
