@@ -38,7 +38,12 @@ describe('lease recovery', () => {
     const a = await world.worker('kill-a', { SERVICE_WORKER__CONCURRENCY: '1' });
     const job = (await world.admin('POST', '/api/jobs', { source_id: 'upstream', file_path: 'slow.txt' })).json;
     await waitFor(() => (held.get('/docs/slow.txt')?.length ?? 0) === 1, 30_000, 'worker A fetching');
-    const running = (await world.admin('GET', `/api/jobs/${job.id}`)).json;
+    // The stage is written by the renewal the stage change triggers, which may land just after the request.
+    let running: Record<string, unknown> = {};
+    await waitFor(async () => {
+      running = (await world.admin('GET', `/api/jobs/${job.id}`)).json;
+      return running.stage === 'fetch';
+    }, 10_000, 'stage fetch recorded');
     expect(running).toMatchObject({ status: 'running', worker_id: 'kill-a', stage: 'fetch' });
     expect(running.lease_expires_at).not.toBeNull();
 
