@@ -1,4 +1,5 @@
 // A COPY … TO STDOUT on the wire: which statements are one, how the gateway learns the columns it moves (before it runs), and the stream of one run through the redactor with its bounds.
+import { joinName } from '../../governance/sql/names.js';
 import { scanSync } from 'libpg-query';
 import { quoteIdent, quoteLiteral } from '../../connectors/postgres-exec.js';
 import { guardedParse } from '../../governance/sql/parser.js';
@@ -105,7 +106,7 @@ export interface CopyColumns {
 
 /** The columns from the catalog rows of `COPY t` (narrowed to its column list, in that order). */
 export function relationColumns(s: CopyOutStatement, rows: readonly (readonly (string | null)[])[]): CopyColumns {
-  const all = rows.map((r) => ({ name: r[0] ?? '', type: Number(r[1]), qualified: `${r[2]}.${r[3]}.${r[0]}`, tableOid: Number(r[4]), attnum: Number(r[5]) }));
+  const all = rows.map((r) => ({ name: r[0] ?? '', type: Number(r[1]), qualified: joinName(r[2] ?? '', r[3] ?? '', r[0] ?? ''), tableOid: Number(r[4]), attnum: Number(r[5]) }));
   const chosen = s.attlist.length === 0 ? all : s.attlist.map((n) => all.find((c) => c.name === n)).filter((c) => c !== undefined);
   return {
     fields: chosen.map((c) => ({ name: c.name, tableOid: c.tableOid, attnum: c.attnum })),

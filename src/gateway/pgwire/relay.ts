@@ -34,6 +34,7 @@ import {
   type Frame,
 } from './protocol.js';
 import { REFUSAL_PARSE, REFUSAL_QUERY, TxStatus } from './transaction.js';
+import { splitName } from '../../governance/sql/names.js';
 import { REAPPLY_EXTENDED_COMPLETIONS, reapplyExtended, reapplyQuery, reapplySql, resetEffect, type GovernedSessionState } from './session-reset.js';
 import { FUNCTION_CALL_RESPONSE, functionCallResponse, functionLookupSql, governedSql, parseFunctionCall, parseFunctionCallResponse, type CalledFunction } from './function-call.js';
 import { auditColumns, changesStructure, errorMayQuoteRedacted, provenanceRedaction, withheldErrorFields, withheldNoticeFields } from '../../pipeline/columns.js';
@@ -749,7 +750,7 @@ export class WireRelay {
     if (columns.tableColumns) {
       const denied = recheckColumns(this.deps.decider, req, columns.tableColumns);
       if (denied !== null) {
-        const column = denied.slice(denied.lastIndexOf('.') + 1);
+        const column = splitName(denied).at(-1)!;
         this.#endRefused(req, `policy: column ${denied} denied`, 'forbidden', 403);
         return this.#answerLocally({ sqlstate: '42501', message: `A policy denies column "${column}", which COPY would read.` });
       }

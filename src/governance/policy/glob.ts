@@ -1,4 +1,5 @@
 // Glob patterns shared by policies and source roles: compiled once into matchers so the request path does no parsing.
+import { NAME_SEP, namePart, nameSegments, splitName } from '../sql/names.js';
 
 /**
  * Glob dialect (docs/governance/policies.md "Globs"):
@@ -47,8 +48,20 @@ export function globToRegExpSource(pattern: string, sep: string): string {
   return out;
 }
 
-/** One matcher for a list of patterns (any-of): exact names by Set lookup, wildcards in one RegExp. */
+/**
+ * One matcher for a list of patterns (any-of): exact names by Set lookup, wildcards in one RegExp. Qualified SQL names
+ * (sep `.`) are matched part by part (sql/names.ts): a quoted part may hold dots (`"my.schema"."my.table"` is two
+ * parts, matched by `*.*`), and a pattern may quote one too (`"my.schema".*`).
+ */
 export function compileGlobs(patterns: readonly string[], sep: string): Matcher {
+  if (sep === '.') {
+    const m = compileSegmentGlobs(patterns.map(nameSegments));
+    return (v) => m(nameSegments(v));
+  }
+  return compileSegmentGlobs(patterns, sep);
+}
+
+function compileSegmentGlobs(patterns: readonly string[], sep: string = NAME_SEP): Matcher {
   if (patterns.length === 0) return matchNone;
   const exact = new Set<string>();
   const wild: string[] = [];
@@ -87,8 +100,8 @@ export const GLOB_SEP = {
  * with the value as given (`public.users.email`, `*.*.ssn`).
  */
 export function compileColumnGlobs(patterns: readonly string[]): Matcher {
-  const bare = patterns.filter((p) => !p.includes('.'));
-  const dotted = patterns.filter((p) => p.includes('.'));
+  const bare = patterns.filter((p) => splitName(p).length === 1);
+  const dotted = patterns.filter((p) => splitName(p).length > 1);
   const bareM = bare.length > 0 ? compileGlobs(bare, GLOB_SEP.column) : matchNone;
   const dottedM = dotted.length > 0 ? compileGlobs(dotted, GLOB_SEP.column) : matchNone;
   if (dotted.length === 0) return (v) => bareM(lastSegment(v));
@@ -97,6 +110,5 @@ export function compileColumnGlobs(patterns: readonly string[]): Matcher {
 }
 
 function lastSegment(v: string): string {
-  const i = v.lastIndexOf('.');
-  return i < 0 ? v : v.slice(i + 1);
+  return namePart(splitName(v).at(-1)!);
 }

@@ -13,6 +13,7 @@
 import { LRUCache } from 'lru-cache';
 import { guardedParse } from './parser.js';
 import type { SourceStructure, StructureRelation } from './structure.js';
+import { namePart } from './names.js';
 import {
   EMPTY, MAX_VIEW_DEPTH, MULTI_COLUMN_FUNCTIONS, UNKNOWN, aliasOf, asArray, findCte, findIn, isObj, outputName, renamed, signature, starOf, str, stringNode, union, unionAll, wholeOf,
   type ColumnCopy, type Cte, type Item, type Json, type Level, type Provenance, type QueryResult, type RelCol, type StatementColumns,
@@ -219,14 +220,14 @@ class Analyzer {
       this.copies.push({ target: `${table}.*`, sources: { columns: new Set(this.reads), unknown: true } });
       return;
     }
-    outputs.forEach((o, i) => this.copies.push({ target: `${table}.${renames[i] ?? o.name}`, sources: o.prov }));
+    outputs.forEach((o, i) => this.copies.push({ target: `${table}.${namePart(renames[i] ?? o.name)}`, sources: o.prov }));
   }
 
   /** `SET col = expr` (UPDATE, ON CONFLICT DO UPDATE, MERGE … UPDATE): each column stores what its expression reads. */
   private assignments(table: string, list: unknown, level: Level): void {
     for (const t of asArray(list)) {
       if (!isObj(t) || !isObj(t.ResTarget)) continue;
-      this.copies.push({ target: `${table}.${str(t.ResTarget.name) ?? '*'}`, sources: this.expr(t.ResTarget.val, level) });
+      this.copies.push({ target: `${table}.${namePart(str(t.ResTarget.name) ?? '*')}`, sources: this.expr(t.ResTarget.val, level) });
     }
   }
 
@@ -235,7 +236,7 @@ class Analyzer {
     const named = asArray(cols).map((c) => (isObj(c) && isObj(c.ResTarget) ? str(c.ResTarget.name) : null));
     const names = named.length > 0 ? named : (target?.columns?.map((c) => c.name) ?? ['*']);
     const aligned = outputs !== null && outputs.length === names.length;
-    names.forEach((n, i) => this.copies.push({ target: `${table}.${n ?? '*'}`, sources: aligned ? outputs[i]!.prov : all }));
+    names.forEach((n, i) => this.copies.push({ target: `${table}.${namePart(n ?? '*')}`, sources: aligned ? outputs[i]!.prov : all }));
   }
 
   // ---- FROM ----
@@ -303,7 +304,7 @@ class Analyzer {
 
   /** A table's columns feed themselves; a view's (or materialized view's) also what its definition computes them from. */
   private relationColumns(rel: StructureRelation): readonly RelCol[] | null {
-    const own = rel.columns.map((c) => ({ name: c.name, prov: { columns: new Set([`${rel.qualified}.${c.name}`]), unknown: false } as Provenance }));
+    const own = rel.columns.map((c) => ({ name: c.name, prov: { columns: new Set([`${rel.qualified}.${namePart(c.name)}`]), unknown: false } as Provenance }));
     if (rel.kind !== 'view' && rel.kind !== 'matview') return own;
     const view = this.view(rel);
     if (view.outputs === null || view.outputs.length !== own.length) {

@@ -7,6 +7,7 @@
 // - `structure.byOid(oid)` maps RowDescription's table OID back to a relation; `relation.columns` are in attnum order.
 // - `structure.version` changes with every load: analyses cached against a structure are cached per version.
 import { DEFAULT_SCHEMA } from './types.js';
+import { joinName } from './names.js';
 
 export type RelationKind = 'table' | 'view' | 'matview' | 'foreign' | 'partitioned';
 
@@ -100,14 +101,14 @@ export class SourceStructure {
 
   /** As PostgreSQL resolves it with search_path = DEFAULT_SCHEMA: pg_catalog is searched first (it always is). */
   lookup(schema: string | null, name: string): StructureRelation | null {
-    if (schema !== null && schema !== '') return this.#byName.get(`${schema}.${name}`) ?? null;
-    return this.#byName.get(`pg_catalog.${name}`) ?? this.#byName.get(`${this.defaultSchema}.${name}`) ?? null;
+    if (schema !== null && schema !== '') return this.#byName.get(joinName(schema, name)) ?? null;
+    return this.#byName.get(joinName('pg_catalog', name)) ?? this.#byName.get(joinName(this.defaultSchema, name)) ?? null;
   }
 
   /** The qualified name an unqualified reference would get when the relation is not known (for messages and policies). */
   qualify(schema: string | null, name: string): string {
-    if (schema !== null && schema !== '') return `${schema}.${name}`;
-    return this.lookup(null, name)?.qualified ?? `${name.startsWith('pg_') ? 'pg_catalog' : this.defaultSchema}.${name}`;
+    if (schema !== null && schema !== '') return joinName(schema, name);
+    return this.lookup(null, name)?.qualified ?? joinName(name.startsWith('pg_') ? 'pg_catalog' : this.defaultSchema, name);
   }
 
   byOid(oid: number): StructureRelation | null {
@@ -140,7 +141,7 @@ export function buildStructure(rows: readonly StructureRow[], defaultSchema = DE
     const kind = KINDS[row.relkind];
     const oid = Number(row.oid);
     if (kind === undefined || !Number.isSafeInteger(oid)) throw new StructureError(`relation ${row.schema}.${row.name} has an unexpected kind or OID`);
-    const qualified = `${row.schema}.${row.name}`;
+    const qualified = joinName(row.schema, row.name);
     relations.push(
       Object.freeze({
         oid,

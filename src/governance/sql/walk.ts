@@ -2,6 +2,7 @@
 import { judgeCast, judgeFunction, judgeOperator, type CallInfo } from './allowlist.js';
 import { settingChangeTraps, type FunctionRules } from './functions.js';
 import type { TrapCode } from './types.js';
+import { joinName, namePart } from './names.js';
 
 type Json = Record<string, unknown>;
 
@@ -239,9 +240,9 @@ class Walker {
   }
 
   private qualify(schema: string | null, rel: string): string {
-    if (schema !== null && schema !== '') return `${schema}.${rel}`;
+    if (schema !== null && schema !== '') return joinName(schema, rel);
     // pg_catalog is searched before the search_path, and nearly every pg_* relation lives there.
-    return rel.startsWith('pg_') ? `pg_catalog.${rel}` : `${this.ctx.defaultSchema}.${rel}`;
+    return joinName(rel.startsWith('pg_') ? 'pg_catalog' : this.ctx.defaultSchema, rel);
   }
 
   private isCte(name: string, scope: Scope): boolean {
@@ -263,7 +264,7 @@ class Walker {
   }
 
   private addColumn(table: string, column: string): void {
-    this.facts.columns.add(`${table}.${column}`);
+    this.facts.columns.add(`${table}.${namePart(column)}`);
   }
 
   private lookup(name: string, scope: Scope): string | null {
@@ -307,8 +308,8 @@ class Walker {
       return;
     }
     const [a, b, c] = (parts.length >= 4 ? parts.slice(1) : parts) as [string, string, string];
-    if (this.inScope(`${a}.${b}`, scope)) {
-      this.addColumn(`${a}.${b}`, c);
+    if (this.inScope(joinName(a, b), scope)) {
+      this.addColumn(joinName(a, b), c);
       return;
     }
     const t = this.lookup(a, scope);
