@@ -31,6 +31,8 @@ export interface TickReport {
   rolled_minutes: number;
   transitions: number;
   duration_ms: number;
+  /** Where the tick's time went: rolling up, reading the figures, applying the state machine. */
+  phases_ms: { rollup: number; figures: number; apply: number };
 }
 
 /**
@@ -82,12 +84,20 @@ export class AlertEvaluator {
   async tick(nowMs = Date.now()): Promise<TickReport> {
     const started = performance.now();
     const tick = Math.floor(nowMs / this.#o.intervalMs);
-    const report: TickReport = { leader: false, tick, evaluated: 0, rolled_minutes: 0, transitions: 0, duration_ms: 0 };
+    const report: TickReport = { leader: false, tick, evaluated: 0, rolled_minutes: 0, transitions: 0, duration_ms: 0, phases_ms: { rollup: 0, figures: 0, apply: 0 } };
     if (!(await this.#lead())) return report;
     report.leader = true;
     const db = this.#o.db;
     // Rollups never run ahead of the clock, whatever time a caller evaluates at.
+    let mark = performance.now();
+    const lap = () => {
+      const t = performance.now();
+      const ms = Math.round(t - mark);
+      mark = t;
+      return ms;
+    };
     report.rolled_minutes = (await rollUp(db, Math.min(nowMs, Date.now()))).minutes;
+    report.phases_ms.rollup = lap();
     // Claiming the tick on each rule fences a lease handover: a second evaluator in the same tick claims nothing.
     const rules = await db
       .updateTable('alert_rules')
@@ -98,56 +108,61 @@ export class AlertEvaluator {
       .execute();
     rules.sort((a, b) => a.id - b.id);
     const figures = await collectFigures(db, rules.map(queryOf), nowMs);
-    for (let i = 0; i < rules.length; i++) {
-      const rule = rules[i]!;
+    report.phases_ms.figures = lap();
+    const outcomes = rules.map((rule, i) => {
       const m = measure(rule.condition_type, figures[i]!);
-      const fires = compare(m.value, rule.comparator, rule.threshold);
-      if (await this.#apply(rule, m.value, m.details, fires, nowMs)) report.transitions++;
-    }
+      return { rule, value: m.value, details: m.details, fires: compare(m.value, rule.comparator, rule.threshold) };
+    });
+    report.transitions = await this.#apply(outcomes, nowMs);
     report.evaluated = rules.length;
+    report.phases_ms.apply = lap();
     if (tick % 20 === 0) await pruneRollups(db, nowMs, ROLLUP_KEEP_SECONDS);
     report.duration_ms = Math.round(performance.now() - started);
     this.#o.log.info({ holder: this.#o.holder, ...report }, 'alert tick');
     return report;
   }
 
-  /** The state machine of docs/alerts.md; true when an event was recorded. */
-  async #apply(rule: AlertRule, value: number, details: Record<string, unknown>, fires: boolean, nowMs: number): Promise<boolean> {
+  /** The state machine of docs/alerts.md, applied to every evaluated rule in one transaction; returns the events recorded. */
+  async #apply(outcomes: Array<{ rule: AlertRule; value: number; details: Record<string, unknown>; fires: boolean }>, nowMs: number): Promise<number> {
     const now = new Date(nowMs);
-    let kind: AlertEventKind | null = null;
-    let next: AlertState = rule.state;
-    if (fires && rule.state !== 'firing') {
-      kind = 'firing';
-      next = 'firing';
-    } else if (fires && (rule.last_notified_at === null || nowMs - rule.last_notified_at.getTime() >= this.#o.repeatMs)) {
-      kind = 'repeat';
-    } else if (!fires && rule.state === 'firing') {
-      kind = 'resolved';
-      next = 'resolved';
-    }
-    const db = this.#o.db;
-    if (kind === null) {
-      await db.updateTable('alert_rules').set({ last_value: value, last_evaluated_at: now }).where('id', '=', rule.id).execute();
-      return false;
-    }
-    const event = await db.transaction().execute(async (trx) => {
-      const e = await trx
-        .insertInto('alert_events')
-        .values({ rule_id: rule.id, kind, value, threshold: rule.threshold, details: JSON.stringify(details), notified: true, delivery_status: 'pending' })
-        .returning(['id', 'ts'])
-        .executeTakeFirstOrThrow();
-      await trx
-        .updateTable('alert_rules')
-        .set({ last_value: value, last_evaluated_at: now, state: next, last_notified_at: now, ...(next !== rule.state ? { state_since: now } : {}) })
-        .where('id', '=', rule.id)
-        .execute();
-      return e;
+    const changes = outcomes.map(({ rule, value, details, fires }) => {
+      let kind: AlertEventKind | null = null;
+      let next: AlertState = rule.state;
+      if (fires && rule.state !== 'firing') {
+        kind = 'firing';
+        next = 'firing';
+      } else if (fires && (rule.last_notified_at === null || nowMs - rule.last_notified_at.getTime() >= this.#o.repeatMs)) {
+        kind = 'repeat';
+      } else if (!fires && rule.state === 'firing') {
+        kind = 'resolved';
+        next = 'resolved';
+      }
+      return { rule, value, details, kind, next };
     });
-    const window = { from: windowStart(nowMs, rule.window_seconds).toISOString(), to: now.toISOString() };
-    // Delivery runs beside evaluation: a slow or failing target never holds the tick up (docs/alerts.md "Delivery").
-    const p = this.#deliver(rule, { id: String(event.id), kind, ts: event.ts.toISOString(), value, details }, window).finally(() => this.#deliveries.delete(p));
-    this.#deliveries.add(p);
-    return true;
+    if (changes.length === 0) return 0;
+    const notified = changes.filter((c) => c.kind !== null);
+    const events = await this.#o.db.transaction().execute(async (trx) => {
+      // One statement for every rule's figures and state, one for every event.
+      const rows = changes.map((c) => sql`(${c.rule.id}::int, ${c.value}::float8, ${c.next}::text, ${c.kind !== null}::boolean, ${c.next !== c.rule.state}::boolean)`);
+      await sql`update alert_rules r set last_value = v.value, last_evaluated_at = ${now.toISOString()}::timestamptz, state = v.state,
+          last_notified_at = case when v.notified then ${now.toISOString()}::timestamptz else r.last_notified_at end,
+          state_since = case when v.changed then ${now.toISOString()}::timestamptz else r.state_since end
+        from (values ${sql.join(rows)}) as v(id, value, state, notified, changed) where r.id = v.id`.execute(trx);
+      if (notified.length === 0) return [];
+      return trx
+        .insertInto('alert_events')
+        .values(notified.map((c) => ({ rule_id: c.rule.id, kind: c.kind!, value: c.value, threshold: c.rule.threshold, details: JSON.stringify(c.details), notified: true, delivery_status: 'pending' as const })))
+        .returning(['id', 'rule_id', 'ts'])
+        .execute();
+    });
+    for (const e of events) {
+      const c = notified.find((n) => n.rule.id === e.rule_id)!;
+      const window = { from: windowStart(nowMs, c.rule.window_seconds).toISOString(), to: now.toISOString() };
+      // Delivery runs beside evaluation: a slow or failing target never holds the tick up (docs/alerts.md "Delivery").
+      const p = this.#deliver(c.rule, { id: String(e.id), kind: c.kind!, ts: e.ts.toISOString(), value: c.value, details: c.details }, window).finally(() => this.#deliveries.delete(p));
+      this.#deliveries.add(p);
+    }
+    return events.length;
   }
 
   async #deliver(rule: AlertRule, event: { id: string; kind: AlertEventKind; ts: string; value: number; details: Record<string, unknown> }, window: { from: string; to: string }): Promise<void> {

@@ -12,8 +12,8 @@ export const NO_IDENTITY = -1;
 export const ALL_SOURCES = '*';
 export const NO_SOURCE = '';
 
-/** A minute is rolled up once it ended this long ago: the audit writer stores entries within this delay. */
-export const SETTLE_MS = 15_000;
+/** Entries are rolled up once they are this old: the audit writer stores entries within this delay. */
+export const SETTLE_MS = 10_000;
 /** Where a store without rollups starts rolling up, and how many minutes one tick catches up at most. */
 export const INITIAL_LOOKBACK_MINUTES = 60;
 export const MAX_CATCHUP_MINUTES = 30;
@@ -51,30 +51,36 @@ export function windowStart(nowMs: number, windowSeconds: number): Date {
 }
 
 const BOUNDS_LITERAL = sql.lit(`{${LATENCY_BOUNDS.join(',')}}`);
-/** One filtered count per histogram bucket; the bucket is width_bucket over the bounds (count of bounds <= d). */
-const HIST_SQL = sql.raw(`array[${Array.from({ length: LATENCY_BUCKETS }, (_, i) => `count(*) filter (where wb = ${i})`).join(', ')}]::bigint[]`);
+const BUCKETS = Array.from({ length: LATENCY_BUCKETS }, (_, i) => i);
+/** One filtered count per histogram bucket (the bucket is width_bucket over the bounds: the count of bounds <= d). */
+const HIST_COUNTS = sql.raw(BUCKETS.map((i) => `count(*) filter (where wb = ${i}) as h${i}`).join(', '));
+const HIST_SUMS = sql.raw(`array[${BUCKETS.map((i) => `sum(h${i})`).join(', ')}]::bigint[]`);
 
 /**
- * The per-minute figures of the raw log over [from, to), grouped by minute and by the four scope grains
- * (all, identity, source, identity and source). Admin actions (channel admin) are not agent requests.
+ * The per-minute figures of the raw log over [from, to), by minute and by the four scope grains (all, identity,
+ * source, identity and source). The entries are aggregated once per (minute, identity, source); the grains are sums
+ * of those few rows. Admin actions (channel admin) are not agent requests.
  */
-function rawMinutes(from: Date, to: Date) {
+export function rawMinutes(from: Date, to: Date) {
   return sql<MinuteRowRaw>`
+    with cell as (
+      select date_trunc('minute', ts) as minute, identity_id, source_id, count(*) as n,
+        count(*) filter (where status >= 500) as errors,
+        count(*) filter (where decision = 'deny' and status = 403) as denials,
+        count(*) filter (where status = 429) as rate_limited,
+        coalesce(sum(redactions), 0) as redactions,
+        ${HIST_COUNTS}
+      from (select ts, identity_id, source_id, status, decision, redactions, width_bucket(duration_ms, ${BOUNDS_LITERAL}::float8[]) as wb
+            from audit_entries
+            where ts >= ${from.toISOString()}::timestamptz and ts < ${to.toISOString()}::timestamptz and channel <> 'admin') e
+      group by 1, 2, 3
+    )
     select minute,
       case when grouping(identity_id) = 1 then ${ALL_IDENTITIES} else coalesce(identity_id, ${NO_IDENTITY}) end as identity_key,
       case when grouping(source_id) = 1 then ${ALL_SOURCES} else coalesce(source_id, ${NO_SOURCE}) end as source_key,
-      count(*) as requests,
-      count(*) filter (where status >= 500) as errors,
-      count(*) filter (where decision = 'deny' and status = 403) as denials,
-      count(*) filter (where status = 429) as rate_limited,
-      coalesce(sum(redactions), 0) as redactions,
-      ${HIST_SQL} as latency_hist
-    from (
-      select date_trunc('minute', ts) as minute, identity_id, source_id, status, decision, redactions,
-        width_bucket(duration_ms, ${BOUNDS_LITERAL}::float8[]) as wb
-      from audit_entries
-      where ts >= ${from.toISOString()}::timestamptz and ts < ${to.toISOString()}::timestamptz and channel <> 'admin'
-    ) e
+      sum(n) as requests, sum(errors) as errors, sum(denials) as denials, sum(rate_limited) as rate_limited, sum(redactions) as redactions,
+      ${HIST_SUMS} as latency_hist
+    from cell
     group by minute, grouping sets ((), (identity_id), (source_id), (identity_id, source_id))`;
 }
 
@@ -108,24 +114,26 @@ export async function readWatermark(db: Db): Promise<Date | null> {
 }
 
 /**
- * Rolls closed minutes up (and extends the reach history) from the watermark to the last settled minute, at most
- * MAX_CATCHUP_MINUTES per call; idempotent (a minute rolled twice is replaced). Returns the new watermark.
+ * Adds the entries of [watermark, now − SETTLE_MS) to the per-minute rollups (and the reach history) and moves the
+ * watermark there, at most MAX_CATCHUP_MINUTES per call. Each entry is counted once: the state row is locked for the
+ * whole transaction and the watermark moves in it. The minute holding the watermark is partly rolled up; its
+ * rest comes from the raw log until a later call adds it. Returns the new watermark.
  */
 export async function rollUp(db: Db, nowMs: number): Promise<{ watermark: Date; minutes: number }> {
   return db.transaction().execute(async (trx) => {
-    // One roller at a time even outside the evaluator's lease: the state row is the lock.
     await sql`insert into alert_rollup_state (id, watermark) values (true, ${new Date(floorMinute(nowMs) - INITIAL_LOOKBACK_MINUTES * 60_000).toISOString()}::timestamptz) on conflict (id) do nothing`.execute(trx);
     const state = await sql<{ watermark: Date }>`select watermark from alert_rollup_state where id for update`.execute(trx);
     const from = state.rows[0]!.watermark;
-    const settled = floorMinute(nowMs - SETTLE_MS);
-    const upto = Math.min(settled, from.getTime() + MAX_CATCHUP_MINUTES * 60_000);
+    const upto = Math.min(nowMs - SETTLE_MS, from.getTime() + MAX_CATCHUP_MINUTES * 60_000);
     if (upto <= from.getTime()) return { watermark: from, minutes: 0 };
     const to = new Date(upto);
     const raw = rawMinutes(from, to);
     await sql`insert into alert_rollups (minute, identity_key, source_key, requests, errors, denials, rate_limited, redactions, latency_hist)
       select minute, identity_key, source_key, requests, errors, denials, rate_limited, redactions, latency_hist from (${raw}) r
-      on conflict (identity_key, source_key, minute) do update set requests = excluded.requests, errors = excluded.errors,
-        denials = excluded.denials, rate_limited = excluded.rate_limited, redactions = excluded.redactions, latency_hist = excluded.latency_hist`.execute(trx);
+      on conflict (identity_key, source_key, minute) do update set requests = alert_rollups.requests + excluded.requests,
+        errors = alert_rollups.errors + excluded.errors, denials = alert_rollups.denials + excluded.denials,
+        rate_limited = alert_rollups.rate_limited + excluded.rate_limited, redactions = alert_rollups.redactions + excluded.redactions,
+        latency_hist = (select array_agg(a + b order by i) from unnest(alert_rollups.latency_hist, excluded.latency_hist) with ordinality as u(a, b, i))`.execute(trx);
     await sql`insert into alert_reach (identity_id, source_id, object, new_since, last_seen)
       select identity_id, source_id, object, min(ts), max(ts) from (
         select identity_id, source_id, ts, unnest(array_prepend(''::text, tables)) as object from audit_entries
@@ -169,7 +177,10 @@ export async function collectFigures(db: Db, queries: readonly FigureQuery[], no
   const minStart = Math.min(...starts);
   const now = new Date(nowMs);
   const wmDate = opts.useRollups === false ? null : await readWatermark(db);
-  const wm = wmDate === null ? minStart : Math.min(Math.max(wmDate.getTime(), minStart), floorMinute(nowMs));
+  // Rollups hold entries before the watermark; evaluated in the past, the rollups of `now`'s minute hold later
+  // entries too, so that minute comes from the raw log.
+  const rolled = wmDate === null ? minStart : wmDate.getTime() <= nowMs ? wmDate.getTime() : floorMinute(nowMs);
+  const wm = Math.max(rolled, minStart);
   const rows: MinuteRow[] = [];
 
   const needsLog = queries.some((q) => q.condition_type !== 'approval_backlog' && q.condition_type !== 'first_seen');
@@ -193,12 +204,18 @@ export async function collectFigures(db: Db, queries: readonly FigureQuery[], no
     for (const row of r.rows) rows.push(toRow(row));
   }
 
+  const firstSeenQueries = queries.filter((q) => q.condition_type === 'first_seen');
+  const reaches = firstSeenQueries.length > 0 ? await newReaches(db, new Date(minStart), new Date(wm), now) : [];
+  const backlog = queries.some((q) => q.condition_type === 'approval_backlog') ? await pendingApprovals(db) : [];
+
   for (let i = 0; i < queries.length; i++) {
     const q = queries[i]!;
     const f = out[i]!;
     const start = starts[i]!;
     const ik = identityKey(q.scope);
     const sk = sourceKey(q.scope);
+    const inScope = (identity: number | null, source: string | null) =>
+      (q.scope.identity_id === null || identity === q.scope.identity_id) && (q.scope.source_id === null || source === q.scope.source_id);
     if (q.condition_type === 'denied_burst') {
       for (const r of rows) {
         if (r.minute.getTime() < start || r.source_key !== sk || r.identity_key <= 0) continue;
@@ -209,41 +226,45 @@ export async function collectFigures(db: Db, queries: readonly FigureQuery[], no
       continue;
     }
     for (const r of rows) if (r.minute.getTime() >= start && r.identity_key === ik && r.source_key === sk) add(f, r);
-    if (q.condition_type === 'first_seen') f.first_seen = await firstSeen(db, q.scope, new Date(start), new Date(wm), now);
-    if (q.condition_type === 'approval_backlog') Object.assign(f, await approvalBacklog(db, q.scope, nowMs));
+    if (q.condition_type === 'first_seen') {
+      for (const r of reaches) if (r.at >= start && inScope(r.identity_id, r.source_id)) f.first_seen++;
+    }
+    if (q.condition_type === 'approval_backlog') {
+      let oldest: number | null = null;
+      for (const a of backlog) {
+        if (!inScope(a.identity_id, a.source_id)) continue;
+        f.approvals_pending += a.n;
+        if (oldest === null || a.oldest < oldest) oldest = a.oldest;
+      }
+      f.oldest_pending_seconds = oldest === null ? null : Math.max(0, Math.round((nowMs - oldest) / 1000));
+    }
   }
   return out;
 }
 
-function scopeSql(scope: Scope, alias: string) {
-  const parts = [sql`true`];
-  if (scope.identity_id !== null) parts.push(sql`${sql.ref(`${alias}.identity_id`)} = ${scope.identity_id}`);
-  if (scope.source_id !== null) parts.push(sql`${sql.ref(`${alias}.source_id`)} = ${scope.source_id}`);
-  return sql.join(parts, sql` and `);
-}
-
 /**
- * Reaches new in [start, now): runs of the reach history that began in [start, wm), plus reaches in the raw log of
- * [wm, now) whose identity, source and object have no history row, one last seen more than the lookback before
- * their first reach, or one whose run began no earlier than that reach.
+ * Reaches new since `from`, each with the time it became new: runs of the reach history that began in [from, wm),
+ * plus reaches in the raw log of [wm, now) whose identity, source and object have no history row, one last seen more
+ * than the lookback before their first reach, or one whose run began no earlier than that reach. One read for every
+ * first_seen rule of a tick; each rule counts those of its scope and window.
  */
-async function firstSeen(db: Db, scope: Scope, start: Date, wm: Date, now: Date): Promise<number> {
-  const rolled = await sql<{ n: string }>`select count(*)::text as n from alert_reach r
-    where r.new_since >= ${start.toISOString()}::timestamptz and r.new_since < ${wm.toISOString()}::timestamptz and ${scopeSql(scope, 'r')}`.execute(db);
-  const fresh = await sql<{ n: string }>`select count(*)::text as n from (
+async function newReaches(db: Db, from: Date, wm: Date, now: Date): Promise<Array<{ identity_id: number; source_id: string; at: number }>> {
+  const rolled = await sql<{ identity_id: number; source_id: string; at: Date }>`select r.identity_id, r.source_id, r.new_since as at from alert_reach r
+    where r.new_since >= ${from.toISOString()}::timestamptz and r.new_since < ${wm.toISOString()}::timestamptz`.execute(db);
+  const fresh = await sql<{ identity_id: number; source_id: string; at: Date }>`select t.identity_id, t.source_id, t.first_ts as at from (
       select e.identity_id, e.source_id, e.object, min(e.ts) as first_ts from (
         select a.identity_id, a.source_id, a.ts, unnest(array_prepend(''::text, a.tables)) as object from audit_entries a
-        where a.ts >= ${(wm > start ? wm : start).toISOString()}::timestamptz and a.ts < ${now.toISOString()}::timestamptz and a.channel <> 'admin'
-          and a.decision = 'allow' and a.identity_id is not null and a.source_id is not null and ${scopeSql(scope, 'a')}
+        where a.ts >= ${(wm > from ? wm : from).toISOString()}::timestamptz and a.ts < ${now.toISOString()}::timestamptz and a.channel <> 'admin'
+          and a.decision = 'allow' and a.identity_id is not null and a.source_id is not null
       ) e group by e.identity_id, e.source_id, e.object
     ) t left join alert_reach r on r.identity_id = t.identity_id and r.source_id = t.source_id and r.object = t.object
     where r.identity_id is null or r.last_seen < t.first_ts - make_interval(days => ${FIRST_SEEN_LOOKBACK_DAYS}) or r.new_since >= t.first_ts`.execute(db);
-  return Number(rolled.rows[0]?.n ?? 0) + Number(fresh.rows[0]?.n ?? 0);
+  return [...rolled.rows, ...fresh.rows].map((r) => ({ identity_id: r.identity_id, source_id: r.source_id, at: r.at.getTime() }));
 }
 
-async function approvalBacklog(db: Db, scope: Scope, nowMs: number): Promise<Pick<WindowFigures, 'approvals_pending' | 'oldest_pending_seconds'>> {
-  const r = await sql<{ n: string; oldest: Date | null }>`select count(*)::text as n, min(p.created_at) as oldest from approvals p
-    where p.status = 'pending' and ${scopeSql(scope, 'p')}`.execute(db);
-  const oldest = r.rows[0]?.oldest ?? null;
-  return { approvals_pending: Number(r.rows[0]?.n ?? 0), oldest_pending_seconds: oldest === null ? null : Math.max(0, Math.round((nowMs - oldest.getTime()) / 1000)) };
+/** Pending approvals per identity and source with the oldest creation time (approval_backlog: the queue now, not a window). */
+async function pendingApprovals(db: Db): Promise<Array<{ identity_id: number; source_id: string; n: number; oldest: number }>> {
+  const r = await sql<{ identity_id: number; source_id: string; n: string; oldest: Date }>`select p.identity_id, p.source_id, count(*)::text as n, min(p.created_at) as oldest
+    from approvals p where p.status = 'pending' group by p.identity_id, p.source_id`.execute(db);
+  return r.rows.map((x) => ({ identity_id: x.identity_id, source_id: x.source_id, n: Number(x.n), oldest: x.oldest.getTime() }));
 }
