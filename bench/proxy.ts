@@ -1,4 +1,4 @@
-// HTTP proxy benchmark (issue 6): the upstream directly, nginx as a plain reverse proxy, Gatehouse on an origin miss and on a cache hit, and a bare Node proxy as the platform's floor — one run, loopback, small JSON, ratios with PASS/FAIL.
+// HTTP proxy benchmark: the upstream directly, nginx as a plain reverse proxy, Gatehouse on an origin miss and on a cache hit (with OTLP export off and on), and a bare Node proxy as the platform's floor — one run, loopback, small JSON, ratios with PASS/FAIL.
 import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtemp, rm, writeFile, mkdir } from 'node:fs/promises';
 import { createWriteStream, existsSync } from 'node:fs';
@@ -29,7 +29,9 @@ const LATENCY_DETAIL = process.env.BENCH_LATENCY_DETAIL === '1';
  */
 const PROBE_S = Number(process.env.BENCH_PROBE_S ?? 5);
 /** Only these cases (letters a–e), e.g. `BENCH_CASES=d` while profiling the hit path; each ratio is printed when its cases ran. */
-const CASES = new Set((process.env.BENCH_CASES ?? 'abcde').split(''));
+const CASES = new Set((process.env.BENCH_CASES ?? 'abcdefg').split(''));
+/** Telemetry cases (f) miss and (g) hit: the same as (c) and (d) on a second Gatehouse exporting OTLP to a local receiver (docs/observability.md). */
+const GOAL_TELEMETRY_RATIO = 0.95;
 /**
  * Gateway processes (gateway.processes), one per core by default: how an operator runs Gatehouse on a host.
  * nginx is measured with one worker and with as many workers as Gatehouse has processes, and the better of
@@ -56,7 +58,7 @@ interface Figures {
   extra?: boolean;
 }
 
-type Case = 'a' | 'b' | 'c' | 'd' | 'e';
+type Case = 'a' | 'b' | 'c' | 'd' | 'e' | 'f' | 'g';
 
 const children: ChildProcess[] = [];
 process.on('exit', () => {
@@ -182,7 +184,7 @@ async function startBare(upstreamPort: number): Promise<{ port: number; child: C
   return { port, child };
 }
 
-async function startGatehouse(upstreamPort: number): Promise<{ child: ChildProcess; gatewayUrl: string; key: string; dropDb: () => Promise<void>; dir: string }> {
+async function startGatehouse(upstreamPort: number, extraEnv: Record<string, string> = {}): Promise<{ child: ChildProcess; gatewayUrl: string; key: string; dropDb: () => Promise<void>; dir: string }> {
   const database = await createTestDatabase();
   const dir = await mkdtemp(path.join(tmpdir(), 'gh-bench-'));
   const [gatewayPort, adminPort, pgPort] = [await freePort(), await freePort(), await freePort()];
@@ -204,6 +206,7 @@ async function startGatehouse(upstreamPort: number): Promise<{ child: ChildProce
     SERVICE_GATEWAY__PROCESSES: String(PROCESSES),
     // SERVICE_* variables of the bench's environment configure Gatehouse further (e.g. SERVICE_AUDIT__BATCH_SIZE), as in bench:pgwire.
     ...Object.fromEntries(Object.entries(process.env).filter(([name]) => name.startsWith('SERVICE_'))),
+    ...extraEnv,
   };
   const built = existsSync(path.join(ROOT, 'dist/main.js')) && process.env.BENCH_FROM_SOURCE !== '1';
   const child = built
@@ -302,6 +305,13 @@ async function main(): Promise<void> {
   const nginxWorkers = [...new Set([1, PROCESSES])];
   const nginxes = await Promise.all(nginxWorkers.map((w) => startNginx(upstreamPort, w)));
   const gh = await startGatehouse(upstreamPort);
+  // (f), (g): a local OTLP/HTTP receiver in its own process, and a Gatehouse exporting every span and metric to it.
+  const telemetry = CASES.has('f') || CASES.has('g');
+  const sinkPort = telemetry ? await freePort() : 0;
+  const sink = telemetry ? run(process.execPath, ['bench/otlp-sink.ts', String(sinkPort)]) : null;
+  if (sink) await waitFor(`http://127.0.0.1:${sinkPort}/ready`);
+  const ghOtel = telemetry ? await startGatehouse(upstreamPort, { SERVICE_OBSERVABILITY__OTLP_ENDPOINT: `http://127.0.0.1:${sinkPort}`, SERVICE_OBSERVABILITY__METRICS_EXPORT_INTERVAL_MS: '5000' }) : null;
+  const authOtel: Record<string, string> = ghOtel ? { authorization: `Bearer ${ghOtel.key}` } : {};
   const bare = CASES.has('e') ? await startBare(upstreamPort) : null;
   const auth = { authorization: `Bearer ${gh.key}` };
   let n = 0;
@@ -315,14 +325,16 @@ async function main(): Promise<void> {
     }
     if (CASES.has('c')) cases.c = await load('(c) gatehouse miss', () => `${gh.gatewayUrl}/proxy/bench/miss/item?n=${n++}`, auth, [gh.child.pid!]);
     if (CASES.has('d')) cases.d = await load('(d) gatehouse hit', `${gh.gatewayUrl}/proxy/bench/hit/item`, auth, [gh.child.pid!]);
+    if (ghOtel && CASES.has('f')) cases.f = await load('(f) miss, telemetry on', () => `${ghOtel.gatewayUrl}/proxy/bench/miss/item?n=${n++}`, authOtel, [ghOtel.child.pid!]);
+    if (ghOtel && CASES.has('g')) cases.g = await load('(g) hit, telemetry on', `${ghOtel.gatewayUrl}/proxy/bench/hit/item`, authOtel, [ghOtel.child.pid!]);
     // The same unique-query misses as (c), so both proxies parse and forward the same request line.
     if (bare !== null) cases.e = await load('(e) bare node proxy', () => `http://127.0.0.1:${bare.port}/miss/item?n=${n++}`, {}, [bare.child.pid!]);
 
-    const results = [cases.a, cases.b, ...(cases.b ? details : []), cases.c, cases.d, cases.e].filter((r) => r !== undefined);
+    const results = [cases.a, cases.b, ...(cases.b ? details : []), cases.c, cases.d, cases.e, cases.f, cases.g].filter((r) => r !== undefined);
     console.log(`\nHTTP proxy bench: ${CONNECTIONS} connections, ${DURATION_S}s each after ${WARMUP_S}s warm-up, audit ${AUDIT_MODE}, gateway.processes ${PROCESSES}, loopback, ${process.version}`);
     console.log(`${'case'.padEnd(22)}${'req/s'.padStart(9)}${'p50 ms'.padStart(9)}${'p99 ms'.padStart(9)}${'errors'.padStart(9)}${'non2xx'.padStart(9)}${'cpu µs/req'.padStart(12)}`);
     for (const r of results) console.log(`${r.name.padEnd(22)}${fmt(r.rps)}${fmt(r.p50, 2)}${fmt(r.p99, 2)}${fmt(r.errors)}${fmt(r.non2xx)}${(r.cpuUs === null ? '-' : r.cpuUs.toFixed(0)).padStart(12)}`);
-    const { a, b, c, d, e } = cases;
+    const { a, b, c, d, e, f, g } = cases;
     const pct = (x: number, y: number) => `${((x / y) * 100).toFixed(1)}%`;
     const verdict = (ok: boolean) => (ok ? 'PASS' : 'FAIL');
     console.log('');
@@ -335,6 +347,8 @@ async function main(): Promise<void> {
     // Informational, not goals: how much of the gap to nginx is the platform's and how much is Gatehouse's own.
     if (c && e) console.log(`(c) / (e) throughput:      ${pct(c.rps, e.rps)} — Gatehouse miss against a bare Node proxy`);
     if (b && e) console.log(`(e) / (b) throughput:      ${pct(e.rps, b.rps)} — the platform's floor against nginx`);
+    if (c && f) console.log(`(f) / (c) throughput:      ${pct(f.rps, c.rps)} — miss with OTLP export on (goal ≥ ${GOAL_TELEMETRY_RATIO * 100}%)  ${verdict(f.rps / c.rps >= GOAL_TELEMETRY_RATIO)}`);
+    if (d && g) console.log(`(g) / (d) throughput:      ${pct(g.rps, d.rps)} — hit with OTLP export on (goal ≥ ${GOAL_TELEMETRY_RATIO * 100}%)  ${verdict(g.rps / d.rps >= GOAL_TELEMETRY_RATIO)}`);
     if (results.some((r) => r.errors > 0 || r.non2xx > 0)) console.log('WARNING: some requests failed; the figures above are not comparable');
 
     if (PROBE_S > 0 && (a || c || d || e)) {
@@ -352,6 +366,12 @@ async function main(): Promise<void> {
   } finally {
     if (bare !== null) await stop(bare.child);
     await stop(gh.child);
+    if (ghOtel) {
+      await stop(ghOtel.child);
+      await ghOtel.dropDb().catch(() => undefined);
+      await rm(ghOtel.dir, { recursive: true, force: true });
+    }
+    if (sink) await stop(sink);
     for (const nginx of nginxes) await stop(nginx.child);
     await stop(upstream);
     await gh.dropDb().catch(() => undefined);

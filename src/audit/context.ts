@@ -62,7 +62,12 @@ export class Auditor {
    */
   begin(init: AuditBegin, parent?: Span): AuditContext {
     const tracing = this.#tracing;
-    const span = tracing !== null && (parent !== undefined || init.channel === 'pgwire') ? tracing.startChild(REQUEST_SPAN_NAMES[init.channel], parent) : undefined;
+    let span: Span | undefined;
+    // An unsampled trace (observability.trace_sample_ratio) gets no spans of ours at all: its requests cost as without tracing.
+    if (tracing !== null && (parent === undefined ? init.channel === 'pgwire' : parent.isRecording())) {
+      span = tracing.startChild(REQUEST_SPAN_NAMES[init.channel], parent);
+      if (!span.isRecording()) span = undefined;
+    }
     return new AuditContext(this.#port, this.#logger, init, this.#now(), { observer: this.#observer, tracing, span, parent });
   }
 }

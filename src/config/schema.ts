@@ -288,6 +288,11 @@ export const semanticCacheSchema = section({
 
 export const observabilitySchema = section({
   otlp_endpoint: z.string().url().max(2048).nullable().default(null),
+  /**
+   * Share of traces recorded and exported when no sampled parent decides (head sampling by trace id; a client's
+   * sampled `traceparent` is followed). Metrics are never sampled. Measured cost: docs/decisions/0015-operations.md.
+   */
+  trace_sample_ratio: z.number().min(0).max(1).default(0.1),
   /** How often metrics are pushed to the OTLP endpoint (traces are batched and sent within about a second). */
   metrics_export_interval_ms: z.number().int().min(100).max(3_600_000).default(60_000),
   service_name: z.string().min(1).max(128).default('gatehouse'),

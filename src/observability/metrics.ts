@@ -1,6 +1,6 @@
 // The process's metrics (spec §9 observability): one registry rendered as Prometheus text at /metrics and mirrored to OTLP when an endpoint is set; see docs/observability.md.
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
-import type { Attributes, Counter as OtelCounter, Histogram as OtelHistogram, Meter, ObservableResult } from '@opentelemetry/api';
+import type { Attributes, Histogram as OtelHistogram, Meter, ObservableResult } from '@opentelemetry/api';
 import type { AuditEntry } from '../audit/entry.js';
 
 /** Request latency buckets, seconds: a cache hit is sub-millisecond, an upstream call tens of milliseconds, a timeout seconds. */
@@ -24,9 +24,8 @@ interface ReaderEntry {
 }
 
 interface OtelMirror {
-  requests: OtelCounter;
+  /** Its count is the request count: one record per request is all export costs on the hot path. */
   seconds: OtelHistogram;
-  cache: OtelCounter;
   auditInsertSeconds: OtelHistogram;
 }
 
@@ -61,12 +60,7 @@ export class Metrics {
     const seconds = entry.duration_ms / 1000;
     series.seconds.observe(seconds);
     if (entry.cache !== null) this.#cacheFor(entry.channel, entry.cache).inc();
-    const otel = this.#otel;
-    if (otel) {
-      otel.requests.add(1, series.attributes);
-      otel.seconds.record(seconds, series.attributes);
-      if (entry.cache !== null) otel.cache.add(1, { channel: entry.channel, outcome: entry.cache });
-    }
+    this.#otel?.seconds.record(seconds, series.attributes);
   }
 
   /** One batch insert of the audit writer: its duration and whether PostgreSQL took it. */
@@ -138,9 +132,7 @@ export class Metrics {
   /** Mirrors every series into an OpenTelemetry meter (OTLP export); called only when an endpoint is configured. */
   mirrorTo(meter: Meter): void {
     this.#otel = {
-      requests: meter.createCounter('gatehouse.requests', { description: 'Requests ended, by front door (channel), decision and status.' }),
-      seconds: meter.createHistogram('gatehouse.request.duration', { unit: 's', description: 'Request duration from arrival to the audit entry.', advice: { explicitBucketBoundaries: LATENCY_BUCKETS } }),
-      cache: meter.createCounter('gatehouse.cache.requests', { description: 'Governed cache outcomes of requests.' }),
+      seconds: meter.createHistogram('gatehouse.request.duration', { unit: 's', description: 'Request duration from arrival to the audit entry, by front door (channel), decision and status; its count is the request count.', advice: { explicitBucketBoundaries: LATENCY_BUCKETS } }),
       auditInsertSeconds: meter.createHistogram('gatehouse.audit.write.duration', { unit: 's', description: 'Time to store one batch of audit entries.', advice: { explicitBucketBoundaries: LATENCY_BUCKETS } }),
     };
     const observe = (g: ReaderEntry): void => {
@@ -150,6 +142,13 @@ export class Metrics {
         for (const s of await g.read()) result.observe(s.value, s.labels);
       });
     };
+    // Counters are read from the Prometheus registry when exported, not counted twice per request.
+    const fromRegistry = (otelName: string, metric: Counter, help: string) =>
+      meter.createObservableCounter(otelName, { description: help }).addCallback(async (result: ObservableResult) => {
+        for (const v of (await metric.get()).values) result.observe(v.value, v.labels as Attributes);
+      });
+    fromRegistry('gatehouse.requests', this.#requests, 'Requests ended, by front door (channel), decision and status.');
+    fromRegistry('gatehouse.cache.requests', this.#cache, 'Governed cache outcomes of requests, by front door.');
     for (const g of this.#gauges) observe(g);
     this.#otelMeter = { add: observe };
   }

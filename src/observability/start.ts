@@ -29,6 +29,7 @@ export async function startTelemetry(config: Readonly<Config>, opts: { role: str
       instanceId: opts.instanceId,
       version: packageVersion(),
       metricsIntervalMs: config.observability.metrics_export_interval_ms,
+      sampleRatio: config.observability.trace_sample_ratio,
     },
     opts.metrics,
   );

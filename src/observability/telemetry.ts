@@ -1,6 +1,6 @@
 // OpenTelemetry export (spec §9 observability): loaded and started only when observability.otlp_endpoint is set, with OTLP/HTTP trace and metric exporters; nothing at all otherwise.
 import { resourceFromAttributes } from '@opentelemetry/resources';
-import { BatchSpanProcessor, TracerProvider } from '@opentelemetry/sdk-trace';
+import { BatchSpanProcessor, ParentBasedSampler, TraceIdRatioBasedSampler, TracerProvider } from '@opentelemetry/sdk-trace';
 import { MeterProvider, PeriodicExportingMetricReader } from '@opentelemetry/sdk-metrics';
 import { OTLPTraceExporter } from '@opentelemetry/exporter-trace-otlp-http';
 import { OTLPMetricExporter } from '@opentelemetry/exporter-metrics-otlp-http';
@@ -15,6 +15,8 @@ export interface TelemetryOptions {
   instanceId: string;
   version: string;
   metricsIntervalMs: number;
+  /** Head sampling of root spans; a sampled or unsampled parent (an agent's traceparent) is followed. */
+  sampleRatio: number;
 }
 
 /**
@@ -42,6 +44,7 @@ export class Telemetry {
     });
     const traces = new TracerProvider({
       resource,
+      sampler: new ParentBasedSampler({ root: new TraceIdRatioBasedSampler(opts.sampleRatio) }),
       spanProcessors: [new BatchSpanProcessor({ exporter: new OTLPTraceExporter({ url: `${base}/v1/traces` }), scheduledDelayMillis: 1_000, maxQueueSize: 8_192, maxExportBatchSize: 512 })],
     });
     const meters = new MeterProvider({
