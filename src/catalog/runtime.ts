@@ -2,7 +2,9 @@
 import { createEgressDispatcher } from '../egress/agent.js';
 import type { Services } from '../runtime/services.js';
 import type { PeriodicTask } from '../worker/worker.js';
+import type { CatalogPort } from '../pipeline/context.js';
 import { CatalogEvents } from './events.js';
+import { CatalogGovernance } from './governance.js';
 import { CatalogScanner } from './scanner.js';
 import { CATALOG_POLL_MS, CatalogScheduler } from './scheduler.js';
 
@@ -18,6 +20,33 @@ export function catalogEventsFor(services: Services): CatalogEvents {
     hub = created;
   }
   return hub;
+}
+
+const views = new WeakMap<Services, Promise<CatalogGovernance>>();
+
+/** The process's catalog view for the pipeline, listening to `catalog:changed` from every process. */
+export function catalogGovernanceFor(services: Services): Promise<CatalogGovernance> {
+  let view = views.get(services);
+  if (view === undefined) {
+    view = (async () => {
+      const events = catalogEventsFor(services);
+      // A Redis outage at start keeps the subscription pending; the view's TTL bounds staleness meanwhile.
+      await events.listen().catch(() => undefined);
+      return new CatalogGovernance(services.db, events);
+    })();
+    views.set(services, view);
+  }
+  return view;
+}
+
+/** The same view behind a synchronous handle (for callers built before it is): nothing cached until it is built. */
+export function catalogPortFor(services: Services): CatalogPort {
+  let built: CatalogGovernance | null = null;
+  const view = catalogGovernanceFor(services).then((v) => (built = v));
+  return {
+    current: (sourceId) => built?.current(sourceId) ?? null,
+    get: async (sourceId) => (await view).get(sourceId),
+  };
 }
 
 /** A scanner with the worker's identity; connections pass the same egress rules as live traffic. */

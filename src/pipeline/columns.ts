@@ -30,8 +30,9 @@ function rulesFor(set: CompiledPolicySet, sourceId: string, operation: Operation
     let redact = false;
     let tables = false;
     for (const p of candidatesFor(set, sourceId, operation)) {
-      columns ||= p.conditions.columns !== undefined;
-      redact ||= p.redactColumns.length > 0;
+      // A classification condition asks which columns the statement reads as much as a column condition does.
+      columns ||= p.conditions.columns !== undefined || p.conditions.classification_tags !== undefined;
+      redact ||= p.redactColumns.length > 0 || p.redactClassified.length > 0;
       tables ||= p.conditions.tables !== undefined;
     }
     rules = columns || redact || tables ? { columns, redact, tables } : NONE;
@@ -111,7 +112,9 @@ export const resolveColumns: Stage = {
     if (req.action.kind !== 'sql' || req.sql === undefined) return;
     if (changesStructure(req)) deps.structures.invalidate(req.sourceId);
     if ((req.tables ?? []).length === 0) return;
-    const rules = rulesFor(deps.policies(), req.sourceId, req.operation!);
+    const policyRules = rulesFor(deps.policies(), req.sourceId, req.operation!);
+    // Columns drift protection redacts are redacted by provenance too: their statements need resolving.
+    const rules = (req.catalog?.protectedColumns.length ?? 0) > 0 && !policyRules.redact ? { ...policyRules, redact: true } : policyRules;
     if (rules === NONE) return;
     const source = req.source!;
     const cached = deps.structures.current(source);

@@ -92,6 +92,8 @@ export interface GovernedRequest {
   /** What the statement reads and what feeds each result column (the `columns` stage), when column rules apply. */
   columnAnalysis?: ColumnAnalysis;
   roleDecision?: SourceRoleDecision;
+  /** The source catalog's classifications (the `catalog` stage). */
+  catalog?: CatalogClassifications;
   policyDecision?: Decision;
   /** The measured effect of a row-writing statement and the source's thresholds (write_estimate stage). */
   writeEffect?: MeasuredWriteEffect;
@@ -131,6 +133,35 @@ export interface ApprovalQueue {
   enqueue(req: GovernedRequest & { identity: AgentIdentity; source: RegisteredSource; risk: RiskAssessment }): Promise<ApprovalTicket>;
 }
 
+/** Classified response fields of one HTTP operation of a source's OpenAPI document (docs/catalog.md). */
+export interface ClassifiedOperation {
+  readonly method: string;
+  /** The OpenAPI path template as a matcher of proxy paths (`/users/{id}` matches `/users/42`). */
+  readonly matches: (path: string) => boolean;
+  /** Tag → JSON field names classified with it. */
+  readonly byTag: ReadonlyMap<string, readonly string[]>;
+}
+
+/** What a source's catalog tells governance: confirmed classifications and the columns drift protection redacts. */
+export interface CatalogClassifications {
+  /** SQL: tags per governed column name (`schema.table.column`). */
+  readonly columnTags: ReadonlyMap<string, readonly string[]>;
+  /** SQL: governed column names per tag (what `redact_classified` redacts). */
+  readonly byTag: ReadonlyMap<string, readonly string[]>;
+  /** SQL: columns added by drift that stay redacted until their change is acknowledged. */
+  readonly protectedColumns: readonly string[];
+  /** HTTP: classified response fields per operation. */
+  readonly operations: readonly ClassifiedOperation[];
+}
+
+/** The catalog's classifications per source (src/catalog/governance.ts implements it, cached and reloaded on change). */
+export interface CatalogPort {
+  /** Cached and fresh, else null (no I/O). */
+  current(sourceId: string): CatalogClassifications | null;
+  /** Loads when not cached; rejects when the control store cannot be read. */
+  get(sourceId: string): Promise<CatalogClassifications>;
+}
+
 export interface PipelineDeps {
   readonly config: Readonly<Config>;
   readonly log: Logger;
@@ -154,6 +185,8 @@ export interface PipelineDeps {
   callCatalogChanged?(sourceId: string): void;
   /** Measures SQL writes before they run; absent, every row-writing statement is unmeasured and queues (fail closed). */
   readonly writeEffects?: WriteEffectPort;
+  /** The source catalog's classifications and drift protection; absent, no catalog facts reach policy. */
+  readonly catalog?: CatalogPort;
 }
 
 /** How a stage ends a request early, short of an error (errors are thrown as GatehouseError). */

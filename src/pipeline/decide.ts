@@ -159,6 +159,64 @@ export const checkSourceRole: Stage = {
   },
 };
 
+/**
+ * Step 3a: the source catalog's classifications and drift protection (docs/catalog.md), cached per source. A catalog
+ * that cannot be read refuses the request: the columns it protects are unknown (fail closed).
+ */
+export const loadCatalog: Stage = {
+  name: 'catalog',
+  run(req, deps) {
+    const port = deps.catalog;
+    if (port === undefined) return;
+    const cached = port.current(req.sourceId);
+    if (cached !== null) {
+      req.catalog = cached;
+      return;
+    }
+    return port.get(req.sourceId).then(
+      (c) => {
+        req.catalog = c;
+      },
+      () => {
+        req.audit.addReason('catalog: classifications unavailable');
+        throw new GatehouseError('unavailable', 'The source catalog cannot be read now; the request is refused.');
+      },
+    );
+  },
+};
+
+/** The catalog facts policy reads for this request: the tags of what it touches, and the redaction names per tag. */
+function classificationInput(req: GovernedRequest): { classification_tags: string[]; classified?: ReadonlyMap<string, readonly string[]> } {
+  const c = req.catalog;
+  if (c === undefined) return { classification_tags: [] };
+  const tags = new Set<string>();
+  if (req.action.kind === 'sql') {
+    if (c.columnTags.size > 0) for (const col of req.columns ?? []) for (const t of c.columnTags.get(col) ?? []) tags.add(t);
+    return { classification_tags: [...tags], classified: c.byTag };
+  }
+  const path = req.httpTarget?.path ?? '';
+  const byTag = new Map<string, string[]>();
+  for (const op of c.operations) {
+    if (op.method !== req.action.method || !op.matches(path)) continue;
+    for (const [tag, fields] of op.byTag) {
+      tags.add(tag);
+      byTag.set(tag, [...(byTag.get(tag) ?? []), ...fields]);
+    }
+  }
+  return { classification_tags: [...tags], classified: byTag };
+}
+
+/** Drift protection: columns added since the last acknowledgement stay redacted, whatever the policies say (docs/catalog.md). */
+function withDriftProtection(req: GovernedRequest, decision: Decision): Decision {
+  const protectedColumns = req.catalog?.protectedColumns ?? [];
+  if (protectedColumns.length === 0 || req.action.kind !== 'sql') return decision;
+  const read = new Set(req.columns ?? []);
+  const hit = protectedColumns.filter((c) => read.has(c));
+  if (hit.length > 0) req.audit.addReason(`drift protection: ${hit.slice(0, 10).join(', ')} redacted until acknowledged`);
+  const redact = [...new Set([...decision.obligations.redact_columns, ...protectedColumns])].sort();
+  return { ...decision, obligations: { ...decision.obligations, redact_columns: redact } };
+}
+
 /** Step 4a: policies restrict and add obligations; the role decision is an input they cannot overturn. */
 export const applyPolicy: Stage = {
   name: 'policy',
@@ -172,7 +230,7 @@ export const applyPolicy: Stage = {
       ...http,
       tables: req.tables ?? [],
       columns: req.columns ?? [],
-      classification_tags: [],
+      ...classificationInput(req),
       roleDecision: { allowed: req.roleDecision!.allowed, reason: req.roleDecision!.reason },
     };
     let decision = evaluate(deps.policies(), policyInput);
@@ -181,6 +239,7 @@ export const applyPolicy: Stage = {
       const deeper = evaluate(deps.policies(), { ...policyInput, path });
       if (EFFECT_RANK[deeper.effect] > EFFECT_RANK[decision.effect]) decision = deeper;
     }
+    decision = withDriftProtection(req, decision);
     req.policyDecision = decision;
     if (decision.effect === 'deny') {
       for (const r of decision.reasons) req.audit.addReason(r);
@@ -317,6 +376,7 @@ export const decisionStages: readonly Stage[] = [
   authenticateIdentity,
   resolveSource,
   checkSourceRole,
+  loadCatalog,
   resolveColumns,
   applyPolicy,
   enforceRateLimit,
@@ -328,7 +388,7 @@ export const decisionStages: readonly Stage[] = [
  * The stages that can run before a statement's parameters are known (a wire Parse): everything up to policy.
  * Rate limits and approvals wait for the execution, which runs all of decisionStages.
  */
-export const preparationStages: readonly Stage[] = [validateInput, refuseSessionEscapes, authenticateIdentity, resolveSource, checkSourceRole, resolveColumns, applyPolicy];
+export const preparationStages: readonly Stage[] = [validateInput, refuseSessionEscapes, authenticateIdentity, resolveSource, checkSourceRole, loadCatalog, resolveColumns, applyPolicy];
 
 /** The audit fields known from the stages that have run (identity, source, decision trail). */
 export function auditFieldsOf(req: GovernedRequest): Record<string, unknown> {

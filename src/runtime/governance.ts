@@ -19,6 +19,7 @@ import type { CallTrust } from '../governance/sql/source-calls.js';
 import type { HttpPipelineDeps } from '../pipeline/http.js';
 import { perServices, type Services } from './services.js';
 import { loadPostgresStructure, SourceStructures } from '../connectors/postgres-structure.js';
+import { catalogEventsFor, catalogGovernanceFor } from '../catalog/runtime.js';
 import type { WriteEffectPort } from '../pipeline/context.js';
 
 export interface GovernanceRuntime {
@@ -158,7 +159,12 @@ async function createGovernanceRuntime(services: Services): Promise<GovernanceRu
     callTrust: (source) => callTrust.get(source),
     callCatalogChanged: (sourceId) => callTrust.invalidate(sourceId),
     writeEffects: writeEffectsOf(services),
+    catalog: await catalogGovernanceFor(services),
   };
+  // A scan that found drift means the cached structure of column governance is stale too (docs/catalog.md "Events").
+  catalogEventsFor(services).on('changed', (m) => {
+    if (m.reason === 'scanned' && (m.changes ?? 0) > 0) structures.invalidate(m.source_id);
+  });
 
   return { pii, sql, rateLimiter, egress, circuits, generations, cache, cipher, deps };
 }

@@ -12,7 +12,7 @@ describe('pipeline stage order', () => {
   it('runs the shared decision stages before any HTTP execution stage, in spec §4 order', () => {
     expect(httpPipelineStages).toEqual([...decisionStages, ...httpExecutionStages]);
     expect(httpPipelineStages.map((s) => s.name)).toEqual([
-      'validate_input', 'session_escape', 'authenticate', 'resolve_source', 'source_role', 'columns', 'policy', 'rate_limit', 'write_estimate', 'approval',
+      'validate_input', 'session_escape', 'authenticate', 'resolve_source', 'source_role', 'catalog', 'columns', 'policy', 'rate_limit', 'write_estimate', 'approval',
       'egress', 'cache_lookup', 'write_barrier', 'upstream', 'redact', 'cache_store', 'invalidate',
     ]);
   });

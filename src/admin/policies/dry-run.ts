@@ -12,6 +12,7 @@ import { getDataSourceBySourceId } from '../../store/repos/data-sources.js';
 import { loadSourceRoleContext } from '../../store/repos/grants.js';
 import { getIdentityById } from '../../store/repos/identities.js';
 import type { Db } from '../../store/repos/util.js';
+import type { CatalogPort } from '../../pipeline/context.js';
 import { splitList } from './compat.js';
 
 const MAX_SQL = 100_000;
@@ -84,6 +85,20 @@ export interface DryRunDeps {
   /** The SQL classifier (libpg-query); unparseable SQL comes back as `ok: false`. */
   classifySql: (sql: string) => Promise<SqlClassification>;
   now?: () => Date;
+  /** The source catalog's classifications (docs/catalog.md): tags of the named columns, and what redact_classified redacts. */
+  catalog?: CatalogPort;
+}
+
+/**
+ * Tags of the columns a dry run names. A dry run resolves no structure, so a column is matched by as many trailing
+ * segments as it gives (`email`, `users.email`, `public.users.email`): it may say more than the gateway would, never less.
+ */
+function tagsOfColumns(columnTags: ReadonlyMap<string, readonly string[]>, columns: readonly string[]): string[] {
+  const tags = new Set<string>();
+  for (const [full, list] of columnTags) {
+    for (const c of columns) if (full === c || full.endsWith(`.${c}`)) for (const t of list) tags.add(t);
+  }
+  return [...tags];
 }
 
 function readOrWrite(method: string): Operation {
@@ -142,7 +157,9 @@ export async function dryRun(deps: DryRunDeps, req: DryRunRequest): Promise<DryR
     uncallable !== undefined
       ? { allowed: false, reason: uncallable }
       : sourceRoleDecision({ source_id: req.source_id, identity_id: identity.id, grants: ctx?.grants ?? [], roles: ctx?.roles ?? [], now: deps.now?.() ?? new Date() }, roleRequest);
-  const decision = evaluate(set, {
+  const catalog = deps.catalog ? await deps.catalog.get(req.source_id) : undefined;
+  const classificationTags = [...new Set([...(req.classification_tags ?? []), ...(catalog ? tagsOfColumns(catalog.columnTags, columns) : [])])];
+  const evaluated = evaluate(set, {
     identity: { id: identity.id, roles: identity.roles, team: identity.team },
     source_id: req.source_id,
     operation,
@@ -150,9 +167,13 @@ export async function dryRun(deps: DryRunDeps, req: DryRunRequest): Promise<DryR
     path: req.path,
     tables,
     columns,
-    classification_tags: req.classification_tags,
+    classification_tags: classificationTags,
+    ...(catalog ? { classified: catalog.byTag } : {}),
     roleDecision: { allowed: roleDecision.allowed, reason: roleDecision.reason },
   });
+  // Drift protection redacts whatever the policies say, as on the front doors.
+  const drift = catalog?.protectedColumns ?? [];
+  const decision = drift.length === 0 ? evaluated : { ...evaluated, obligations: { ...evaluated.obligations, redact_columns: [...new Set([...evaluated.obligations.redact_columns, ...drift])].sort() } };
   const reasons = [...decision.reasons];
   if (!identity.enabled) reasons.push('note: the identity is disabled; the gateway refuses its credentials before any decision');
   const result: DryRunResult = {

@@ -22,6 +22,7 @@ import type { ImportPlan, ParsedDocument } from './import.js';
 import { checkPolicyBody, issuesAt, policyCreateSchema, policyUpdateSchema, policyViewSchema, viewPolicy } from './model.js';
 import { createSqlClassifier } from './sql.js';
 import { applyImportVersioned, createPolicyVersioned, deletePolicyVersioned, updatePolicyVersioned } from './writes.js';
+import { catalogPortFor } from '../../catalog/runtime.js';
 import type { ImportWrite, NewPolicy, PolicyWrite } from './writes.js';
 
 const idParams = z.strictObject({ id: intId });
@@ -48,7 +49,7 @@ function withDocument<T>(run: () => T): T {
 
 export function registerPolicyRoutes({ app, api, services }: AdminModuleContext): void {
   const { db, adminAudit, policies } = services;
-  const dryRunDeps: DryRunDeps = { db, policies: () => policies.current(), classifySql: createSqlClassifier() };
+  const dryRunDeps: DryRunDeps = { db, policies: () => policies.current(), classifySql: createSqlClassifier(), catalog: catalogPortFor(services) };
   const read = requirePermission('policies:read');
   const write = requirePermission('policies:write');
 

@@ -51,7 +51,7 @@ export function errorFieldsOf(err: unknown): ErrorFields {
 type RoleContext = Awaited<ReturnType<PipelineDeps['roleContext']>>;
 
 /** The stage names the memo knows every input of; any other list (a stage added or moved) is always run in full. */
-const MEMO_STAGE_NAMES = 'validate_input,session_escape,authenticate,resolve_source,source_role,columns,policy,rate_limit,write_estimate,approval';
+const MEMO_STAGE_NAMES = 'validate_input,session_escape,authenticate,resolve_source,source_role,catalog,columns,policy,rate_limit,write_estimate,approval';
 const MEMO_ENABLED = decisionStages.map((s) => s.name).join(',') === MEMO_STAGE_NAMES;
 const MAX_MEMO_ENTRIES = 64;
 /** What the front door sets on a request before the stages run; everything else on it is what the stages decided. */
@@ -110,6 +110,8 @@ export class DecisionMemo {
       // A decision made against a source structure holds only while that structure is the current one (DDL, TTL).
       const analysis = m.fields.columnAnalysis;
       if (analysis !== undefined && p.structures.current(m.source) !== analysis.structure) return false;
+      // Classifications and drift protection the decision used must still be the catalog's current ones (docs/catalog.md).
+      if (m.fields.catalog !== undefined && p.catalog?.current(req.sourceId) !== m.fields.catalog) return false;
       if ((await p.roleContext(identity, req.sourceId)) !== m.roleContext) return false;
       if (m.callTrust !== null && (await p.callTrust?.(m.source)) !== m.callTrust) return false;
     } catch {

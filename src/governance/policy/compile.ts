@@ -16,6 +16,11 @@ export interface PolicyInput {
   readonly tables?: readonly string[] | undefined;
   readonly columns?: readonly string[] | undefined;
   readonly classification_tags?: readonly string[] | undefined;
+  /**
+   * What the source's catalog classifies, by tag: the names a `redact_classified` action redacts (dotted
+   * `schema.table.column` for SQL sources, JSON field names for HTTP ones). Passed in as data: the core reads no catalog.
+   */
+  readonly classified?: ReadonlyMap<string, readonly string[]> | undefined;
   readonly roleDecision: { readonly allowed: boolean; readonly reason?: string | undefined };
 }
 
@@ -42,6 +47,8 @@ export interface CompiledPolicy {
   readonly actions: PolicyActions;
   readonly rateLimit: RateLimitSpec | null;
   readonly redactColumns: readonly string[];
+  /** Tags whose classified columns this policy redacts. */
+  readonly redactClassified: readonly string[];
   readonly piiMode: PiiMode | null;
   readonly cacheOptOut: boolean;
   readonly tests: readonly ConditionTest[];
@@ -174,6 +181,7 @@ export function compilePolicies(records: readonly PolicyRecord[], options: { ver
       actions,
       rateLimit: actions.rate_limit === undefined ? null : parseRateLimit(actions.rate_limit),
       redactColumns: actions.redact_columns ?? [],
+      redactClassified: actions.redact_classified ?? [],
       piiMode: actions.pii_mode ?? null,
       cacheOptOut: actions.cache === false,
       tests: buildTests(conditions),

@@ -64,7 +64,7 @@ function firstFailure(p: CompiledPolicy, input: PolicyInput): ConditionName | nu
   return null;
 }
 
-function mergeObligations(matched: readonly CompiledPolicy[]): Obligations {
+function mergeObligations(matched: readonly CompiledPolicy[], classified?: ReadonlyMap<string, readonly string[]>): Obligations {
   const rate: RateLimitObligation[] = [];
   const redact = new Set<string>();
   let pii: PiiMode | null = null;
@@ -72,6 +72,9 @@ function mergeObligations(matched: readonly CompiledPolicy[]): Obligations {
   for (const p of matched) {
     if (p.rateLimit !== null) rate.push({ policy_id: p.id, points: p.rateLimit.points, durationSec: p.rateLimit.durationSec });
     if (p.redactColumns.length > 0) for (const c of p.redactColumns) redact.add(c);
+    if (p.redactClassified.length > 0 && classified !== undefined) {
+      for (const tag of p.redactClassified) for (const c of classified.get(tag) ?? []) redact.add(c);
+    }
     if (p.piiMode !== null && (pii === null || PII_WEIGHT[p.piiMode] > PII_WEIGHT[pii])) pii = p.piiMode;
     if (p.cacheOptOut) cache = false;
   }
@@ -133,7 +136,7 @@ export function evaluate(set: CompiledPolicySet, input: PolicyInput): Decision {
     if (decider === null || EFFECT_WEIGHT[p.effect] > EFFECT_WEIGHT[decider.effect]) decider = p;
   }
 
-  const obligations = mergeObligations(matched);
+  const obligations = mergeObligations(matched, input.classified);
   const reasons: string[] = [];
   let effect: Effect;
   if (!input.roleDecision.allowed) {

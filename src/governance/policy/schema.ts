@@ -49,6 +49,8 @@ export const policyActionsSchema = z.strictObject({
     .refine((s) => parseRateLimit(s) !== null, 'must look like "100/minute" (units: second, minute, hour, day; optional count as in "300/15minutes")')
     .optional(),
   redact_columns: list(pattern).optional(),
+  /** Redacts every column (or HTTP JSON field) the source's catalog classifies with one of these tags (docs/catalog.md). */
+  redact_classified: list(z.string().min(1).max(128)).optional(),
   pii_mode: z.enum(PII_MODES).optional(),
   /** Only `false` has an effect: it opts matching requests out of the governed cache. */
   cache: z.boolean().optional(),

@@ -1,0 +1,145 @@
+// Confirmed classifications feed governance on every front door (psql, the MCP query tool, the policy dry run), and drift protects: a column added at the source comes back redacted through psql after the next scan until its change is acknowledged.
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import { startWireWorld, type WireWorld } from '../pgwire/fixture.js';
+
+const SETUP = `
+create schema crm;
+create table crm.accounts (id int primary key, label text, memo text);
+insert into crm.accounts values (1, 'acct-one', 'memo qmemotok one');
+create table public.plain (id int primary key, data text);
+insert into public.plain values (1, 'qdatatok');
+create table public.other (id int primary key);
+insert into public.other values (1);
+`;
+
+let ww: WireWorld;
+let agent: { id: number; key: string };
+let mcp: Client;
+
+async function psql(sql: string): Promise<{ code: number; out: string }> {
+  const r = await ww.psql('cat-agent', agent.key, ['-A', '-t', '-c', sql]);
+  return { code: r.code, out: `${r.stdout}\n${r.stderr}` };
+}
+
+async function viaMcp(sql: string): Promise<{ isError: boolean; out: string }> {
+  const r = await mcp.callTool({ name: 'query', arguments: { source_id: ww.sourceId, sql } });
+  return { isError: r.isError === true, out: JSON.stringify(r) };
+}
+
+const admin = (method: string, path: string, body?: unknown) => ww.world.admin(method, path, body);
+
+async function scan(): Promise<{ change_count: number }> {
+  const a = await admin('POST', `/api/data-sources/${ww.sourceId}/catalog/scan`, { wait_seconds: 30 });
+  expect(a.status, a.text).toBe(200);
+  expect(a.json.snapshot.status).toBe('ok');
+  return a.json.snapshot;
+}
+
+beforeAll(async () => {
+  ww = await startWireWorld({ sourceId: 'catgov', setupSql: SETUP });
+  const role = await admin('POST', `/api/data-sources/${ww.sourceId}/roles`, { role_key: 'crm-reader', rules: { sql: [{ operations: ['read'], tables: ['crm.*', 'public.*'] }] } });
+  if (role.status >= 300) throw new Error(`role: ${role.status} ${role.text}`);
+  agent = await ww.world.agent('cat-agent', [{ source_id: ww.sourceId, role_key: 'crm-reader' }]);
+  await ww.world.policy({ name: 'redact contact data', conditions: { identity_ids: [agent.id] }, actions: { effect: 'allow', redact_classified: ['contact'] } });
+  await ww.world.policy({ name: 'deny secret data', priority: 10, conditions: { classification_tags: ['secret'] }, actions: { effect: 'deny' } });
+  mcp = new Client({ name: 'catalog-test', version: '1.0.0' });
+  await mcp.connect(new StreamableHTTPClientTransport(new URL(`${ww.world.svc.gatewayUrl}/mcp`), { requestInit: { headers: { authorization: `Bearer ${agent.key}` } } }));
+  // The source was scanned on save; make sure the snapshot is there before annotating.
+  await scan();
+}, 120_000);
+afterAll(async () => {
+  await mcp?.close();
+  await ww?.stop();
+});
+
+describe('classifications feed governance', () => {
+  it('an unclassified column is readable', async () => {
+    expect((await psql('select memo from crm.accounts')).out).toContain('qmemotok');
+  });
+
+  it('redact_classified redacts a confirmed column through psql, MCP query and the dry run', async () => {
+    expect((await admin('PUT', `/api/data-sources/${ww.sourceId}/catalog/annotations`, { path: 'crm.accounts.memo', classification: 'contact' })).status).toBe(200);
+    const r = await psql('select id, label, memo from crm.accounts');
+    expect(r.code).toBe(0);
+    expect(r.out).toContain('acct-one');
+    expect(r.out).toContain('[REDACTED:column]');
+    expect(r.out).not.toContain('qmemotok');
+    // Through a view-free rename too: redaction follows provenance, not the name.
+    expect((await psql('select upper(memo) as m from crm.accounts')).out).not.toContain('QMEMOTOK');
+    const m = await viaMcp('select label, memo from crm.accounts');
+    expect(m.isError).toBe(false);
+    expect(m.out).toContain('acct-one');
+    expect(m.out).not.toContain('qmemotok');
+    const dry = await admin('POST', '/api/policies/dry-run', { identity_id: agent.id, source_id: ww.sourceId, sql: 'select memo from crm.accounts' });
+    expect(dry.status).toBe(200);
+    expect(dry.json.obligations.redact_columns).toContain('crm.accounts.memo');
+    // Another identity's requests are not matched by the redacting policy.
+    const other = await ww.world.agent('cat-other');
+    const dryOther = await admin('POST', '/api/policies/dry-run', { identity_id: other.id, source_id: ww.sourceId, sql: 'select memo from crm.accounts' });
+    expect(dryOther.json.obligations.redact_columns).not.toContain('crm.accounts.memo');
+  });
+
+  it('a classification_tags condition matches classified columns a statement reads', async () => {
+    expect((await psql('select data from public.plain')).out).toContain('qdatatok');
+    expect((await admin('PUT', `/api/data-sources/${ww.sourceId}/catalog/annotations`, { path: 'public.plain.data', classification: 'secret' })).status).toBe(200);
+    const denied = await ww.psql('cat-agent', agent.key, ['-A', '-t', '-v', 'VERBOSITY=verbose', '-c', 'select data from public.plain']);
+    expect(denied.code).not.toBe(0);
+    expect(denied.stderr).toContain('42501');
+    expect(denied.stdout + denied.stderr).not.toContain('qdatatok');
+    // Through a star as well, and through MCP; a statement that does not read it still runs.
+    expect((await psql('select * from public.plain')).out).not.toContain('qdatatok');
+    expect((await viaMcp('select data from public.plain')).isError).toBe(true);
+    expect((await psql('select id from public.plain')).out.trim()).toBe('1');
+    const dry = await admin('POST', '/api/policies/dry-run', { identity_id: agent.id, source_id: ww.sourceId, sql: 'select data from public.plain' });
+    expect(dry.json.effect).toBe('deny');
+    // Removing the classification lifts the deny.
+    expect((await admin('PUT', `/api/data-sources/${ww.sourceId}/catalog/annotations`, { path: 'public.plain.data', classification: '' })).status).toBe(200);
+    expect((await psql('select data from public.plain')).out).toContain('qdatatok');
+  });
+});
+
+describe('drift that protects', () => {
+  it('ALTER TABLE ADD COLUMN at the source → next scan → the column is redacted through psql until acknowledged', async () => {
+    await ww.direct((c) => c.query("alter table crm.accounts add column backup_code text; update crm.accounts set backup_code = 'qbackuptok';"));
+    const snap = await scan();
+    expect(snap.change_count).toBe(1);
+    const changes = (await admin('GET', `/api/data-sources/${ww.sourceId}/catalog/changes?status=open`)).json as Array<{ change_id: string; path: string; protected: boolean }>;
+    const added = changes.find((c) => c.path === 'crm.accounts.backup_code')!;
+    // The table holds a classified column (memo): the new column is protected though its name suggests nothing.
+    expect(added.protected).toBe(true);
+    for (const sql of ['select backup_code from crm.accounts', 'select * from crm.accounts', 'select lower(backup_code) from crm.accounts']) {
+      const r = await psql(sql);
+      expect(r.code, sql).toBe(0);
+      expect(r.out, sql).not.toContain('qbackuptok');
+    }
+    expect((await psql('select backup_code from crm.accounts')).out).toContain('[REDACTED:column]');
+    expect((await viaMcp('select backup_code from crm.accounts')).out).not.toContain('qbackuptok');
+    expect((await admin('POST', `/api/data-sources/${ww.sourceId}/catalog/changes/acknowledge`, { change_id: added.change_id })).status).toBe(200);
+    expect((await psql('select backup_code from crm.accounts')).out).toContain('qbackuptok');
+  });
+
+  it('a column whose name suggests personal data is protected in any table; others are not', async () => {
+    await ww.direct((c) => c.query("alter table public.other add column home_phone text, add column visits int; update public.other set home_phone = '+1-555-qphonetok', visits = 7;"));
+    await scan();
+    const open = (await admin('GET', `/api/data-sources/${ww.sourceId}/catalog/changes?status=open`)).json as Array<{ path: string; protected: boolean }>;
+    expect(open.find((c) => c.path === 'public.other.home_phone')!.protected).toBe(true);
+    expect(open.find((c) => c.path === 'public.other.visits')!.protected).toBe(false);
+    const r = await psql('select home_phone, visits from public.other');
+    expect(r.out).not.toContain('qphonetok');
+    expect(r.out).toContain('7');
+    // Acknowledging all lifts it.
+    await admin('POST', `/api/data-sources/${ww.sourceId}/catalog/changes/acknowledge`, {});
+    expect((await psql('select home_phone from public.other')).out).toContain('qphonetok');
+  });
+
+  it('with drift protection off for the source, an added column is not redacted', async () => {
+    await admin('PUT', `/api/data-sources/${ww.sourceId}/catalog/settings`, { drift_protection: false });
+    await ww.direct((c) => c.query("alter table crm.accounts add column email_alt text; update crm.accounts set email_alt = 'qalttok';"));
+    await scan();
+    const open = (await admin('GET', `/api/data-sources/${ww.sourceId}/catalog/changes?status=open`)).json as Array<{ path: string; protected: boolean }>;
+    expect(open.find((c) => c.path === 'crm.accounts.email_alt')!.protected).toBe(false);
+    expect((await psql('select email_alt from crm.accounts')).out).toContain('qalttok');
+  });
+});
