@@ -4,6 +4,7 @@ import { sessionOf } from '../auth/guard.js';
 import type { AdminPrincipal } from '../auth/principal.js';
 import { hasPermission, type Permission } from '../auth/permissions.js';
 import { GatehouseError } from '../../errors/registry.js';
+import { currentEntry } from './nav.js';
 
 export const THEMES = ['light', 'dark', 'system'] as const;
 export type Theme = (typeof THEMES)[number];
@@ -19,6 +20,8 @@ export interface PageContext {
   path: string;
   /** The full request URL (path and query), local. */
   url: string;
+  /** Where a form in the layout (the theme) sends the browser back: this page for a GET, else the section's list. */
+  returnTo: string;
   can(permission: Permission): boolean;
 }
 
@@ -31,12 +34,14 @@ export function pageContext(req: FastifyRequest): PageContext {
   const admin = req.admin ?? null;
   const url = req.url;
   const q = url.indexOf('?');
+  const path = q >= 0 ? url.slice(0, q) : url;
   return {
     admin,
     csrf: sessionOf(req)?.record.csrf_token ?? '',
     theme: themeOf(req),
-    path: q >= 0 ? url.slice(0, q) : url,
+    path,
     url,
+    returnTo: req.method === 'GET' ? url : (currentEntry(path)?.href ?? '/dashboard/overview'),
     can: (p) => admin !== null && hasPermission(admin.roles, p),
   };
 }
@@ -49,9 +54,9 @@ export function demand(ctx: PageContext, permission: Permission): void {
 }
 
 /** Sends a rendered page: doctype, HTML type, never cached (pages show live state and carry the CSRF token). */
-export async function sendPage(reply: FastifyReply, html: JSX.Element, status = 200): Promise<FastifyReply> {
+export async function sendPage(reply: FastifyReply, html: JSX.Element, status?: number): Promise<FastifyReply> {
   const body = await html;
-  return reply.code(status).type('text/html; charset=utf-8').header('cache-control', 'no-store').send(`<!doctype html>\n${body}`);
+  return reply.code(status ?? reply.statusCode).type('text/html; charset=utf-8').header('cache-control', 'no-store').send(`<!doctype html>\n${body}`);
 }
 
 /** True when the caller asked for a page: a browser (Accept names text/html) rather than an API client. */

@@ -51,7 +51,7 @@ function ThemeForm({ ctx }: { ctx: PageContext }): JSX.Element {
   return (
     <form method="post" action="/dashboard/theme" class="theme-form">
       <CsrfField ctx={ctx} />
-      <Hidden name="next" value={ctx.url} />
+      <Hidden name="next" value={ctx.returnTo} />
       <label for="theme-select">Theme</label>
       <select id="theme-select" name="theme">
         <option value="system" selected={ctx.theme === 'system'}>System</option>

@@ -3,10 +3,12 @@ import type { AdminModule } from '../module.js';
 import { registerAssetRoutes } from './assets.js';
 import { registerOverviewPage } from './overview.js';
 import { registerThemeRoute } from './theme.js';
+import { registerIdentityPages } from './identities.js';
 
 export const consoleModule: AdminModule = (ctx) => {
   registerAssetRoutes(ctx.app);
   ctx.api.describe({ method: 'GET', url: '/console/assets/:name', summary: "The console's static assets (stylesheet, script, vendored htmx and uPlot); no session needed", tags: ['console'], produces: ['text/css', 'text/javascript'] });
   registerThemeRoute(ctx);
   registerOverviewPage(ctx);
+  registerIdentityPages(ctx);
 };

@@ -14,6 +14,7 @@ export interface NavEntry {
 /** Add a page's entry here (one line each keeps parallel edits mergeable). */
 export const navEntries: NavEntry[] = [
   { href: '/dashboard/overview', label: 'Overview', permission: null, order: 10 },
+  { href: '/dashboard/access-control/identities', label: 'Identities', permission: 'identities:read', order: 40 },
 ];
 
 /** The entries an admin may see, in menu order. */
