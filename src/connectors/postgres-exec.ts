@@ -132,6 +132,23 @@ export class UpstreamConnection {
     this.socket.pause();
   }
 
+  /**
+   * Resolves once the socket's write buffer has room again (at once when it has): a relay streaming a client's data
+   * (COPY FROM STDIN) waits on it, so a slow upstream pauses the client instead of the gateway buffering the stream.
+   */
+  drained(): Promise<void> {
+    if (!this.socket.writableNeedDrain || this.socket.destroyed) return Promise.resolve();
+    return new Promise((resolve) => {
+      const done = (): void => {
+        this.socket.off('drain', done);
+        this.socket.off('close', done);
+        resolve();
+      };
+      this.socket.on('drain', done);
+      this.socket.on('close', done);
+    });
+  }
+
   resume(): void {
     this.socket.resume();
   }

@@ -376,7 +376,9 @@ export class WireRelay {
       case Frontend.CopyDone:
       case Frontend.CopyFail:
         // Only meaningful inside a COPY FROM STDIN the statement decision allowed; the upstream refuses them otherwise.
-        this.upstream.write(frame.raw);
+        // Back-pressure: while the upstream socket's buffer is full the listener reads no further client message (its
+        // queue is bounded, then the client socket pauses), so a slow upstream slows the client, not the gateway's memory.
+        if (!this.upstream.write(frame.raw)) await this.upstream.drained();
         return;
       case Frontend.FunctionCall:
         return this.#functionCall(frame);
