@@ -78,6 +78,8 @@ run_checks() {
   if needs_chromium; then line=$(check_command chromium chromium) || MISSING_PACKAGES+=(chromium); REPORT+=("$line"); fi
   # /metrics is scraped by Debian's Prometheus server in test/observability/metrics.test.ts.
   line=$(check_command prometheus prometheus) || MISSING_PACKAGES+=(prometheus); REPORT+=("$line")
+  # deploy/compose.yaml is validated by the compose client's own `config` (test/deploy/artifacts.test.ts); no daemon needed.
+  if ! docker compose version >/dev/null 2>&1; then line=$(check_command docker-compose docker-compose) || MISSING_PACKAGES+=(docker-compose); REPORT+=("$line"); fi
   # Ingestion tests OCR a scanned PDF page (pdftoppm renders it, tesseract reads it) and compare with pdftotext (docs/ingestion.md).
   line=$(check_command tesseract tesseract-ocr) || MISSING_PACKAGES+=(tesseract-ocr tesseract-ocr-eng); REPORT+=("$line")
   for tool in pdftoppm pdftotext; do line=$(check_command "$tool" poppler-utils) || MISSING_PACKAGES+=(poppler-utils); REPORT+=("$line"); done
