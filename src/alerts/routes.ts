@@ -1,6 +1,7 @@
 // The admin module of alert rules: the JSON API /api/alerts (list, create, get, update, delete, enable/disable, history, dry run, secret rotation) under alerts:read / alerts:write, every change in the admin audit.
 import { z } from 'zod';
 import type { Kysely } from 'kysely';
+import type { FastifyRequest } from 'fastify';
 import { requirePermission } from '../admin/auth/principal.js';
 import type { AdminModule } from '../admin/module.js';
 import { intId } from '../admin/api/route.js';
@@ -10,6 +11,7 @@ import { getIdentityById } from '../store/repos/identities.js';
 import { getDataSourceBySourceId } from '../store/repos/data-sources.js';
 import type { Services } from '../runtime/services.js';
 import { dryRun } from './dry-run.js';
+import { registerAlertPages } from './pages.js';
 import { apiCreateSchema, deleteRule, dryRunSchema, getRule, insertRule, listEvents, listRules, publicRule, ruleProblems, ruleResponse, updateRule, updateSchema, type RuleFields } from './rules.js';
 import { generateWebhookSecret, WebhookSecretBox } from './secret.js';
 import type { AlertRule, AlertsDatabase } from './schema.js';
@@ -41,12 +43,10 @@ export async function referenceProblems(services: Services, r: Pick<RuleFields, 
   return items;
 }
 
-export const alertsModule: AdminModule = ({ app, api, services }) => {
-  const read = requirePermission('alerts:read');
-  const write = requirePermission('alerts:write');
+/** Rule changes shared by the JSON API and the console forms: validation against the store, the write, the audit. */
+export function alertActions(services: Services) {
   const db = alertsDb(services);
   const box = new WebhookSecretBox(services.secrets.get('approvals.encryption_key_ref'));
-
   const load = async (id: number): Promise<AlertRule> => {
     const row = await getRule(db, id);
     if (!row) throw notFound('alert rule');
@@ -56,6 +56,85 @@ export const alertsModule: AdminModule = ({ app, api, services }) => {
     const same = (await listRules(db)).find((r) => r.name === name && r.id !== self);
     if (same) throw validationError([{ loc: ['body', 'name'], msg: 'an alert rule with this name already exists', type: 'value_error.unique' }]);
   };
+  return {
+    db,
+    load,
+    /** Creates a rule; a webhook rule's secret is returned here once and never again. */
+    async create(req: FastifyRequest, body: RuleFields & { enabled: boolean }): Promise<{ row: AlertRule; secret: string | null }> {
+      const problems = await referenceProblems(services, body);
+      if (problems.length > 0) throw validationError(problems);
+      await conflictName(body.name, null);
+      const secret = body.notification_channel === 'webhook' ? generateWebhookSecret() : null;
+      const row = await insertRule(db, { ...body, webhook_secret: secret === null ? null : box.seal(secret) });
+      await audit(services, req, 'alert.create', { type: 'alert_rule', id: row.id }, { after: publicRule(row) }, 201);
+      return { row, secret };
+    },
+    /** Updates a rule from a partial body (null clears the scopes); a rule that becomes a webhook rule gets a secret, returned once. */
+    async update(req: FastifyRequest, id: number, body: z.output<typeof updateSchema>): Promise<{ row: AlertRule; secret: string | null }> {
+      const before = await load(id);
+      const merged: RuleFields = {
+        name: body.name ?? before.name,
+        condition_type: body.condition_type ?? before.condition_type,
+        threshold: body.threshold ?? before.threshold,
+        comparator: body.comparator ?? before.comparator,
+        description: body.description ?? before.description,
+        identity_id: body.identity_id === undefined ? before.identity_id : body.identity_id,
+        notification_channel: body.notification_channel ?? before.notification_channel,
+        notification_target: body.notification_target ?? (body.notification_channel && body.notification_channel !== before.notification_channel ? '' : before.notification_target),
+        source_id: body.source_id === undefined ? before.source_id : body.source_id,
+        window_seconds: body.window_seconds ?? before.window_seconds,
+      };
+      const items: ValidationErrorItem[] = ruleProblems(merged).map((p) => ({ loc: ['body', p.path], msg: p.message, type: 'value_error' }));
+      items.push(...(await referenceProblems(services, merged)));
+      if (items.length > 0) throw validationError(items);
+      if (merged.name !== before.name) await conflictName(merged.name, before.id);
+      const newSecret = merged.notification_channel === 'webhook' && before.webhook_secret === null ? generateWebhookSecret() : null;
+      const measuresAnew =
+        merged.condition_type !== before.condition_type || merged.identity_id !== before.identity_id || merged.source_id !== before.source_id || merged.window_seconds !== before.window_seconds;
+      const row = await updateRule(
+        db,
+        before.id,
+        {
+          ...merged,
+          ...(body.enabled !== undefined && body.enabled !== null ? { enabled: body.enabled } : {}),
+          ...(newSecret !== null ? { webhook_secret: box.seal(newSecret) } : merged.notification_channel !== 'webhook' ? { webhook_secret: null } : {}),
+        },
+        measuresAnew,
+      );
+      if (!row) throw notFound('alert rule');
+      await audit(services, req, 'alert.update', { type: 'alert_rule', id: row.id }, { before: publicRule(before), after: publicRule(row) });
+      return { row, secret: newSecret };
+    },
+    async setEnabled(req: FastifyRequest, id: number, enabled: boolean): Promise<AlertRule> {
+      const before = await load(id);
+      const row = await updateRule(db, id, { enabled }, !enabled && before.enabled);
+      if (!row) throw notFound('alert rule');
+      await audit(services, req, enabled ? 'alert.enable' : 'alert.disable', { type: 'alert_rule', id: row.id }, { before: { enabled: before.enabled }, after: { enabled } });
+      return row;
+    },
+    async remove(req: FastifyRequest, id: number): Promise<void> {
+      const before = await load(id);
+      if (!(await deleteRule(db, id))) throw notFound('alert rule');
+      await audit(services, req, 'alert.delete', { type: 'alert_rule', id }, { before: publicRule(before) });
+    },
+    async rotate(req: FastifyRequest, id: number): Promise<string> {
+      const before = await load(id);
+      if (before.notification_channel !== 'webhook') throw validationError([{ loc: ['path', 'id'], msg: 'only a webhook rule has a signing secret', type: 'value_error' }]);
+      const secret = generateWebhookSecret();
+      await updateRule(db, before.id, { webhook_secret: box.seal(secret) }, false);
+      await audit(services, req, 'alert.rotate_secret', { type: 'alert_rule', id: before.id }, { before: { webhook_secret: 'previous secret' }, after: { webhook_secret: 'generated' } });
+      return secret;
+    },
+  };
+}
+
+export const alertsModule: AdminModule = (ctx) => {
+  const { app, api, services } = ctx;
+  const read = requirePermission('alerts:read');
+  const write = requirePermission('alerts:write');
+  const actions = alertActions(services);
+  const { db, load } = actions;
+  registerAlertPages(ctx, actions);
 
   api.route(app, {
     method: 'GET',
@@ -77,13 +156,8 @@ export const alertsModule: AdminModule = ({ app, api, services }) => {
     response: ruleResponse.extend({ webhook_secret: z.string().optional() }),
     successStatus: 201,
     handler: async ({ body, req }) => {
-      const problems = await referenceProblems(services, body);
-      if (problems.length > 0) throw validationError(problems);
-      await conflictName(body.name, null);
-      const secret = body.notification_channel === 'webhook' ? generateWebhookSecret() : null;
-      const row = await insertRule(db, { ...body, webhook_secret: secret === null ? null : box.seal(secret) });
+      const { row, secret } = await actions.create(req, body);
       const out = publicRule(row);
-      await audit(services, req, 'alert.create', { type: 'alert_rule', id: row.id }, { after: out }, 201);
       return secret === null ? out : { ...out, webhook_secret: secret };
     },
   });
@@ -123,40 +197,9 @@ export const alertsModule: AdminModule = ({ app, api, services }) => {
     body: updateSchema,
     response: ruleResponse.extend({ webhook_secret: z.string().optional() }),
     handler: async ({ params, body, req }) => {
-      const before = await load(params.id);
-      const merged: RuleFields = {
-        name: body.name ?? before.name,
-        condition_type: body.condition_type ?? before.condition_type,
-        threshold: body.threshold ?? before.threshold,
-        comparator: body.comparator ?? before.comparator,
-        description: body.description ?? before.description,
-        identity_id: body.identity_id === undefined ? before.identity_id : body.identity_id,
-        notification_channel: body.notification_channel ?? before.notification_channel,
-        notification_target: body.notification_target ?? (body.notification_channel && body.notification_channel !== before.notification_channel ? '' : before.notification_target),
-        source_id: body.source_id === undefined ? before.source_id : body.source_id,
-        window_seconds: body.window_seconds ?? before.window_seconds,
-      };
-      const items: ValidationErrorItem[] = ruleProblems(merged).map((p) => ({ loc: ['body', p.path], msg: p.message, type: 'value_error' }));
-      items.push(...(await referenceProblems(services, merged)));
-      if (items.length > 0) throw validationError(items);
-      if (merged.name !== before.name) await conflictName(merged.name, before.id);
-      const newSecret = merged.notification_channel === 'webhook' && before.webhook_secret === null ? generateWebhookSecret() : null;
-      const measuresAnew =
-        merged.condition_type !== before.condition_type || merged.identity_id !== before.identity_id || merged.source_id !== before.source_id || merged.window_seconds !== before.window_seconds;
-      const row = await updateRule(
-        db,
-        before.id,
-        {
-          ...merged,
-          ...(body.enabled !== undefined && body.enabled !== null ? { enabled: body.enabled } : {}),
-          ...(newSecret !== null ? { webhook_secret: box.seal(newSecret) } : merged.notification_channel !== 'webhook' ? { webhook_secret: null } : {}),
-        },
-        measuresAnew,
-      );
-      if (!row) throw notFound('alert rule');
+      const { row, secret } = await actions.update(req, params.id, body);
       const out = publicRule(row);
-      await audit(services, req, 'alert.update', { type: 'alert_rule', id: row.id }, { before: publicRule(before), after: out });
-      return newSecret === null ? out : { ...out, webhook_secret: newSecret };
+      return secret === null ? out : { ...out, webhook_secret: secret };
     },
   });
 
@@ -169,9 +212,7 @@ export const alertsModule: AdminModule = ({ app, api, services }) => {
     params: idParams,
     response: z.object({ deleted: z.boolean(), id: z.number().int() }),
     handler: async ({ params, req }) => {
-      const before = await load(params.id);
-      if (!(await deleteRule(db, params.id))) throw notFound('alert rule');
-      await audit(services, req, 'alert.delete', { type: 'alert_rule', id: params.id }, { before: publicRule(before) });
+      await actions.remove(req, params.id);
       return { deleted: true, id: params.id };
     },
   });
@@ -185,14 +226,7 @@ export const alertsModule: AdminModule = ({ app, api, services }) => {
       preHandler: write,
       params: idParams,
       response: ruleResponse,
-      handler: async ({ params, req }) => {
-        const before = await load(params.id);
-        const row = await updateRule(db, params.id, { enabled }, !enabled && before.enabled);
-        if (!row) throw notFound('alert rule');
-        const out = publicRule(row);
-        await audit(services, req, enabled ? 'alert.enable' : 'alert.disable', { type: 'alert_rule', id: row.id }, { before: { enabled: before.enabled }, after: { enabled } });
-        return out;
-      },
+      handler: async ({ params, req }) => publicRule(await actions.setEnabled(req, params.id, enabled)),
     });
   }
 
@@ -204,14 +238,7 @@ export const alertsModule: AdminModule = ({ app, api, services }) => {
     preHandler: write,
     params: idParams,
     response: z.object({ webhook_secret: z.string() }),
-    handler: async ({ params, req }) => {
-      const before = await load(params.id);
-      if (before.notification_channel !== 'webhook') throw validationError([{ loc: ['path', 'id'], msg: 'only a webhook rule has a signing secret', type: 'value_error' }]);
-      const secret = generateWebhookSecret();
-      await updateRule(db, before.id, { webhook_secret: box.seal(secret) }, false);
-      await audit(services, req, 'alert.rotate_secret', { type: 'alert_rule', id: before.id }, { before: { webhook_secret: 'previous secret' }, after: { webhook_secret: 'generated' } });
-      return { webhook_secret: secret };
-    },
+    handler: async ({ params, req }) => ({ webhook_secret: await actions.rotate(req, params.id) }),
   });
 
   api.route(app, {
@@ -230,3 +257,5 @@ export const alertsModule: AdminModule = ({ app, api, services }) => {
     },
   });
 };
+
+export type AlertActions = ReturnType<typeof alertActions>;

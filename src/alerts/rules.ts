@@ -110,8 +110,11 @@ function createFields(form: boolean) {
 
 /** Spec §2 "Alert rule create": name, condition_type, threshold required; the rest defaulted. `enabled` is the API's addition. */
 export const apiCreateSchema = withProblems(z.strictObject({ ...createFields(false), enabled: z.boolean().default(true) }));
-/** The console form of spec §2 "Alert rule create" (numbers arrive as text). */
-export const formCreateSchema = withProblems(z.object(createFields(true)));
+/** A browser sends every field of a form, empty when left blank: blank is "not given", so the spec's defaults apply. */
+const blankIsAbsent = (b: unknown) => (b && typeof b === 'object' ? Object.fromEntries(Object.entries(b).filter(([, v]) => v !== '')) : b);
+
+/** The console form of spec §2 "Alert rule create" (numbers arrive as text; the CSRF field rides along). */
+export const formCreateSchema = z.preprocess(blankIsAbsent, withProblems(z.object(createFields(true))));
 
 /** Spec §2 "Alert rule dry run": every field optional, with the spec's defaults. */
 export function dryRunSchema(form: boolean) {
@@ -128,7 +131,7 @@ export function dryRunSchema(form: boolean) {
     source_id: f.source_id.default(null),
     window_seconds: f.window_seconds.default(WINDOW_DEFAULT_SECONDS),
   };
-  return withProblems(form ? z.object(base) : z.strictObject(base));
+  return form ? z.preprocess(blankIsAbsent, withProblems(z.object(base))) : withProblems(z.strictObject(base));
 }
 
 /** PATCH: every field optional; null leaves a required field unchanged and clears identity_id / source_id. */
