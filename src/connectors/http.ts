@@ -34,6 +34,13 @@ export const httpConfigSchema = z
      */
     unscannable_responses: z.enum(['refuse', 'pass']).optional(),
     /** Path of the source's OpenAPI document (JSON) beneath base_url; the catalog captures its operations (docs/catalog.md). */
+    /** The document index a source sync reads (docs/ingestion.md "Sync"): a sitemap or a JSON listing beneath base_url. */
+    ingestion_index: z
+      .strictObject({
+        path: z.string().min(1).max(1024).regex(/^[A-Za-z0-9._~!$&'()*+,;=:@-][A-Za-z0-9._~!$&'()*+,;=:@/-]*$/, 'must be a relative path beneath base_url').refine((p) => !p.split('/').some((s) => s === '..' || s === '.' || s === ''), 'must not contain dot or empty segments'),
+        format: z.enum(['sitemap', 'json']),
+      })
+      .optional(),
     openapi_path: z.string().min(1).max(1024).regex(/^\/[A-Za-z0-9._~!$&'()*+,;=:@%/-]*$/, 'must be a path starting with "/"').refine((p) => !p.split('/').some((s) => s === '..' || s === '.'), 'must not contain dot segments').optional(),
   })
   .refine((c) => !(c.token !== undefined && c.token_ref !== undefined), { message: 'give token or token_ref, not both', path: ['token_ref'] });

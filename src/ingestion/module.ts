@@ -2,8 +2,10 @@
 import type { AdminModule } from '../admin/module.js';
 import { buildJobRoutes } from './job-routes.js';
 import { buildWorkerRoutes } from './worker-routes.js';
+import { buildSyncRoutes } from './sync-routes.js';
 
 export const ingestionModule: AdminModule = (ctx) => {
   buildJobRoutes(ctx);
   buildWorkerRoutes(ctx);
+  buildSyncRoutes(ctx);
 };

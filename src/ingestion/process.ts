@@ -1,6 +1,6 @@
 // One ingestion job through its stages — fetch → extract → classify → index (docs/ingestion.md "Stages") — reporting stage and progress to the runner.
 import type { Config } from '../config/index.js';
-import type { EgressDispatcher } from '../egress/agent.js';
+import type { IngestionRuntime } from './runtime.js';
 import type { PiiScanner } from '../governance/pii/index.js';
 import type { SecretResolver } from '../connectors/types.js';
 import { getDataSourceBySourceId } from '../store/repos/data-sources.js';
@@ -15,8 +15,8 @@ import { extract, type ExtractedPage } from './extract/index.js';
 
 export interface IngestionDeps {
   db: Db;
-  egress: EgressDispatcher;
-  pii: PiiScanner;
+  /** Built on first use (egress pools, scanner), shared with sync and the document tools of the process. */
+  runtime: Promise<IngestionRuntime>;
   resolveSecret: SecretResolver;
   config: Readonly<Config['ingestion']>;
   /** Bound of one upstream exchange (gateway.timeouts.upstream_request_ms). */
@@ -46,13 +46,14 @@ export function classifyPages(pii: PiiScanner, pages: readonly ExtractedPage[]):
 
 export async function processJob(job: IngestionJob, ctx: JobContext, deps: IngestionDeps): Promise<Outcome> {
   const cfg = deps.config;
+  const { egress, pii } = await deps.runtime;
   const source = await getDataSourceBySourceId(deps.db, job.source_id);
   if (!source) throw new IngestionError('source_unusable', 'the source no longer exists');
   if (!source.enabled) throw new IngestionError('source_unusable', 'the source is disabled', { retryable: true });
 
   ctx.progress({ stage: 'fetch' });
   const fetched = await fetchDocument(source, job.file_path, {
-    egress: deps.egress,
+    egress,
     resolveSecret: deps.resolveSecret,
     filesRoots: cfg.files_roots,
     maxBytes: cfg.max_document_bytes,
@@ -81,7 +82,7 @@ export async function processJob(job: IngestionJob, ctx: JobContext, deps: Inges
   ctx.signal.throwIfAborted();
 
   ctx.progress({ stage: 'classify' });
-  const classification = classifyPages(deps.pii, extracted.pages);
+  const classification = classifyPages(pii, extracted.pages);
 
   ctx.progress({ stage: 'index' });
   await saveDocument(

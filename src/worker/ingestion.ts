@@ -1,6 +1,5 @@
 // Wires ingestion into a worker process: its egress dispatcher and scanner, the job runner, the stale sweep and the heartbeat fields (docs/ingestion.md).
-import { createEgressDispatcher } from '../egress/agent.js';
-import { createPiiScanner, piiOptionsFromConfig } from '../governance/pii/index.js';
+import { ingestionRuntimeFor } from '../ingestion/runtime.js';
 import type { Services } from '../runtime/services.js';
 import { processJob } from '../ingestion/process.js';
 import { IngestionRunner } from './ingestion-runner.js';
@@ -17,21 +16,10 @@ export function attachIngestion(worker: Worker, services: Services): IngestionRu
     worker.addHeartbeatMetadata(() => ({ version, ingestion: false, jobs_in_hand: 0 }));
     return null;
   }
-  const allowPrivate = new Set(config.gateway.egress.allow_private_sources);
-  const egressLog = services.log.child({ component: 'egress' });
-  const egress = createEgressDispatcher({
-    allowPrivate: (sourceId) => allowPrivate.has(sourceId),
-    connectTimeoutMs: config.gateway.timeouts.upstream_connect_ms,
-    onDecision: (d) => {
-      if (!d.allowed) egressLog.warn({ source_id: d.sourceId, host: d.hostname, range: d.range }, 'egress refused');
-      else if (d.privateOverride) egressLog.info({ source_id: d.sourceId, host: d.hostname, range: d.range }, 'private egress allowed by gateway.egress.allow_private_sources');
-    },
-  });
-  services.onClose(() => egress.close());
+  const runtime = ingestionRuntimeFor(services);
   const deps = {
     db: services.db,
-    egress,
-    pii: createPiiScanner(piiOptionsFromConfig(config.pii)),
+    runtime,
     resolveSecret: services.resolveSecretRef,
     config: config.ingestion,
     upstreamTimeoutMs: config.gateway.timeouts.upstream_request_ms,

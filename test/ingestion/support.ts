@@ -29,7 +29,7 @@ export const FAST_WORKER_ENV: Record<string, string> = {
   SERVICE_INGESTION__RETRY_BACKOFF_SECONDS: '1',
 };
 
-export async function startIngestionWorld(env: Record<string, string> = {}): Promise<IngestionWorld> {
+export async function startIngestionWorld(env: Record<string, string> = {}, opts: { role?: 'admin' | 'all' } = {}): Promise<IngestionWorld> {
   const base = await mkdtemp(path.join(tmpdir(), 'gh-ingest-'));
   const { mkdir } = await import('node:fs/promises');
   const root = path.join(base, 'root');
@@ -37,8 +37,9 @@ export async function startIngestionWorld(env: Record<string, string> = {}): Pro
   await mkdir(root);
   await mkdir(outside);
   const shared = { SERVICE_INGESTION__FILES_ROOTS: root, ...FAST_WORKER_ENV, ...env };
-  // The admin listener only: jobs are run by the worker processes the test starts.
-  const world = await startWorld({ role: 'admin', env: shared, privateSources: ['upstream'] });
+  // Jobs are run by the worker processes the test starts: role admin, or role all (for the gateway) with its own worker not ingesting.
+  const role = opts.role ?? 'admin';
+  const world = await startWorld({ role, env: role === 'all' ? { ...shared, SERVICE_INGESTION__ENABLED: 'false' } : shared, privateSources: ['upstream'] });
   const workers: StartedCli[] = [];
   const db = world.svc.running.services.db;
   const jobs: IngestionWorld['jobs'] = async () =>
@@ -55,6 +56,7 @@ export async function startIngestionWorld(env: Record<string, string> = {}): Pro
           SERVICE_WORKER__ID: id,
           SERVICE_AUDIT__SPOOL__DIR: path.join(base, `spool-${id}`),
           SERVICE_DATABASE__MIGRATE_ON_START: 'false',
+          SERVICE_INGESTION__ENABLED: 'true',
           ...extra,
         }),
         cwd: base,

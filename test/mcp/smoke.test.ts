@@ -18,7 +18,7 @@ test('initialize, list tools, list_sources', async () => {
   const client = await mw.connect(reader.key);
   expect(client.getServerVersion()).toMatchObject({ name: 'gatehouse' });
   const { tools } = await client.listTools();
-  expect(tools.map((t) => t.name).sort()).toEqual(['describe_source', 'get_approval', 'http_request', 'list_sources', 'query']);
+  expect(tools.map((t) => t.name).sort()).toEqual(['describe_source', 'get_approval', 'http_request', 'list_sources', 'query', 'read_document', 'search_documents']);
   const r = await client.callTool({ name: 'list_sources', arguments: {} });
   expect(r.isError ?? false).toBe(false);
   const sources = (r.structuredContent as { sources: Array<{ source_id: string; type: string }> }).sources;

@@ -11,9 +11,10 @@ import { describeSourceTool, listSourcesTool } from './source-tools.js';
 import { queryTool } from './query-tool.js';
 import { httpRequestTool } from './http-tool.js';
 import { getApprovalTool } from './approval-tool.js';
+import { readDocumentTool, searchDocumentsTool } from './document-tools.js';
 import type { GatehouseError } from '../../errors/registry.js';
 
-export const TOOL_NAMES = ['list_sources', 'describe_source', 'query', 'http_request', 'get_approval'] as const;
+export const TOOL_NAMES = ['list_sources', 'describe_source', 'query', 'http_request', 'get_approval', 'search_documents', 'read_document'] as const;
 
 export interface Toolset {
   /** The MCP tool list; with a prefix, every name is `<prefix>_<tool>` (legacy endpoints). */
@@ -36,6 +37,8 @@ export function buildToolset(config: Readonly<Config>): Toolset {
     queryTool({ maxRows: limits.result_rows, responseBytes: limits.response_body_bytes }),
     httpRequestTool({ requestBodyBytes: limits.request_body_bytes }),
     getApprovalTool,
+    searchDocumentsTool,
+    readDocumentTool,
   ] as unknown as ToolDefinition[];
   const byName = new Map(defs.map((d) => [d.name, d]));
   // Schemas are fixed for the process's configuration: converted once, not per tools/list.
