@@ -1,4 +1,4 @@
-// HTTP proxy benchmark: the upstream directly, nginx as a plain reverse proxy, Gatehouse on an origin miss and on a cache hit (with OTLP export off and on), and a bare Node proxy as the platform's floor — one run, loopback, small JSON, ratios with PASS/FAIL.
+// HTTP proxy benchmark: the upstream directly, nginx as a plain reverse proxy, Gatehouse on an origin miss and on a cache hit (with OTLP export off and on; authenticated by an agent JWT from a real OpenID provider), and a bare Node proxy as the platform's floor — one run, loopback, small JSON, ratios with PASS/FAIL.
 import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtemp, rm, writeFile, mkdir } from 'node:fs/promises';
 import { createWriteStream, existsSync } from 'node:fs';
@@ -11,6 +11,7 @@ import { Pool } from 'undici';
 import { createTestDatabase } from '../test/support/pg.js';
 import { ownerToken } from '../test/support/world.js';
 import { REVOCATION_MARKER_MS } from '../src/identity/key-sessions.js';
+import { TestProvider } from '../test/support/oidc-provider.js';
 import { cpuMeter, processTree } from './proc.js';
 import { quantile } from './stats.js';
 
@@ -28,8 +29,12 @@ const LATENCY_DETAIL = process.env.BENCH_LATENCY_DETAIL === '1';
  * (d) and (e); 0 skips it. It shows what a proxy adds to one request when nothing queues, in microseconds.
  */
 const PROBE_S = Number(process.env.BENCH_PROBE_S ?? 5);
-/** Only these cases (letters a–e), e.g. `BENCH_CASES=d` while profiling the hit path; each ratio is printed when its cases ran. */
-const CASES = new Set((process.env.BENCH_CASES ?? 'abcdefg').split(''));
+/** Only these cases (letters a–h), e.g. `BENCH_CASES=d` while profiling the hit path; each ratio is printed when its cases ran. */
+const CASES = new Set((process.env.BENCH_CASES ?? 'abcdefgh').split(''));
+/** (h) a cache hit authenticated by an agent JWT against (d) the same hit with an API key (docs/agent-jwt.md: verified JWTs are remembered until exp). */
+const GOAL_JWT_VS_KEY_HIT = 0.9;
+const AGENT_AUDIENCE = 'https://gatehouse.bench/agents';
+const AGENT_CLIENT = { client_id: 'bench-agent', client_secret: 'bench-agent-secret-0000000001' };
 /** Telemetry cases (f) miss and (g) hit: the same as (c) and (d) on a second Gatehouse exporting OTLP to a local receiver (docs/observability.md). */
 const GOAL_TELEMETRY_RATIO = 0.95;
 /**
@@ -58,7 +63,7 @@ interface Figures {
   extra?: boolean;
 }
 
-type Case = 'a' | 'b' | 'c' | 'd' | 'e' | 'f' | 'g';
+type Case = 'a' | 'b' | 'c' | 'd' | 'e' | 'f' | 'g' | 'h';
 
 const children: ChildProcess[] = [];
 process.on('exit', () => {
@@ -184,7 +189,7 @@ async function startBare(upstreamPort: number): Promise<{ port: number; child: C
   return { port, child };
 }
 
-async function startGatehouse(upstreamPort: number, extraEnv: Record<string, string> = {}): Promise<{ child: ChildProcess; gatewayUrl: string; key: string; dropDb: () => Promise<void>; dir: string }> {
+async function startGatehouse(upstreamPort: number, idp: TestProvider, extraEnv: Record<string, string> = {}): Promise<{ child: ChildProcess; gatewayUrl: string; key: string; jwt: string; dropDb: () => Promise<void>; dir: string }> {
   const database = await createTestDatabase();
   const dir = await mkdtemp(path.join(tmpdir(), 'gh-bench-'));
   const [gatewayPort, adminPort, pgPort] = [await freePort(), await freePort(), await freePort()];
@@ -204,6 +209,16 @@ async function startGatehouse(upstreamPort: number, extraEnv: Record<string, str
     SERVICE_GATEWAY__EGRESS__ALLOW_PRIVATE_SOURCES: 'bench',
     SERVICE_OBSERVABILITY__LOG_LEVEL: 'warn',
     SERVICE_GATEWAY__PROCESSES: String(PROCESSES),
+    // Agent JWTs from a real OpenID provider on loopback, for case (h).
+    SERVICE_AUTH__OIDC__ENABLED: 'true',
+    SERVICE_AUTH__OIDC__ISSUER_URL: idp.issuer,
+    SERVICE_AUTH__OIDC__ADMIN_CLIENT_ID: 'bench-admin',
+    SERVICE_AUTH__OIDC__ADMIN_CLIENT_SECRET_REF: 'env:GH_BENCH_OIDC_SECRET',
+    GH_BENCH_OIDC_SECRET: 'bench-admin-secret-0000000000001',
+    SERVICE_AUTH__OIDC__ADMIN_REDIRECT_URI: 'http://127.0.0.1:1/auth/oidc/callback',
+    SERVICE_AUTH__OIDC__AGENT_AUDIENCE: AGENT_AUDIENCE,
+    SERVICE_AUTH__OIDC__ALLOW_INSECURE_ENDPOINTS: 'true',
+    SERVICE_AUTH__OIDC__ALLOW_PRIVATE_NETWORK: 'true',
     // SERVICE_* variables of the bench's environment configure Gatehouse further (e.g. SERVICE_AUDIT__BATCH_SIZE), as in bench:pgwire.
     ...Object.fromEntries(Object.entries(process.env).filter(([name]) => name.startsWith('SERVICE_'))),
     ...extraEnv,
@@ -238,6 +253,8 @@ async function startGatehouse(upstreamPort: number, extraEnv: Record<string, str
   // Origin misses: /miss/** is never cached, so every request goes through the whole pipeline to the upstream.
   await admin('POST', '/api/policies', { name: 'bench: no cache on /miss', conditions: { source_ids: ['bench'], paths: ['/miss/**'] }, actions: { effect: 'allow', cache: false } });
   const key = identity.api_key as string;
+  await admin('PUT', `/api/admin-auth/oidc/agents/${String(identity.id)}`, { subject: AGENT_CLIENT.client_id });
+  const jwt = await idp.agentToken(AGENT_CLIENT.client_id, AGENT_CLIENT.client_secret);
   // The registry and policy set reload on change announcements: wait until a governed GET answers.
   const deadline = Date.now() + 10_000;
   for (;;) {
@@ -257,7 +274,10 @@ async function startGatehouse(upstreamPort: number, extraEnv: Record<string, str
   // Measure the steady state: the grant just made left a key-session revocation marker, during which every
   // request of the identity reads the control store (src/identity/key-sessions.ts).
   await new Promise((r) => setTimeout(r, REVOCATION_MARKER_MS + 500));
-  return { child, gatewayUrl, key, dir, dropDb: () => database.drop() };
+  const viaJwt = await fetch(`${gatewayUrl}/proxy/bench/hit/item`, { headers: { authorization: `Bearer ${jwt}` } });
+  await viaJwt.arrayBuffer();
+  if (viaJwt.headers.get('x-gatehouse-cache') !== 'hit') throw new Error(`JWT hit path not a hit: ${viaJwt.status} ${viaJwt.headers.get('x-gatehouse-cache')}`);
+  return { child, gatewayUrl, key, jwt, dir, dropDb: () => database.drop() };
 }
 
 interface Probe {
@@ -304,13 +324,14 @@ async function main(): Promise<void> {
   await waitFor(`http://127.0.0.1:${upstreamPort}/x`);
   const nginxWorkers = [...new Set([1, PROCESSES])];
   const nginxes = await Promise.all(nginxWorkers.map((w) => startNginx(upstreamPort, w)));
-  const gh = await startGatehouse(upstreamPort);
+  const idp = await TestProvider.start({ agentClients: [AGENT_CLIENT], agentAudience: AGENT_AUDIENCE });
+  const gh = await startGatehouse(upstreamPort, idp);
   // (f), (g): a local OTLP/HTTP receiver in its own process, and a Gatehouse exporting every span and metric to it.
   const telemetry = CASES.has('f') || CASES.has('g');
   const sinkPort = telemetry ? await freePort() : 0;
   const sink = telemetry ? run(process.execPath, ['bench/otlp-sink.ts', String(sinkPort)]) : null;
   if (sink) await waitFor(`http://127.0.0.1:${sinkPort}/ready`);
-  const ghOtel = telemetry ? await startGatehouse(upstreamPort, { SERVICE_OBSERVABILITY__OTLP_ENDPOINT: `http://127.0.0.1:${sinkPort}`, SERVICE_OBSERVABILITY__METRICS_EXPORT_INTERVAL_MS: '5000' }) : null;
+  const ghOtel = telemetry ? await startGatehouse(upstreamPort, idp, { SERVICE_OBSERVABILITY__OTLP_ENDPOINT: `http://127.0.0.1:${sinkPort}`, SERVICE_OBSERVABILITY__METRICS_EXPORT_INTERVAL_MS: '5000' }) : null;
   const authOtel: Record<string, string> = ghOtel ? { authorization: `Bearer ${ghOtel.key}` } : {};
   const bare = CASES.has('e') ? await startBare(upstreamPort) : null;
   const auth = { authorization: `Bearer ${gh.key}` };
@@ -325,16 +346,17 @@ async function main(): Promise<void> {
     }
     if (CASES.has('c')) cases.c = await load('(c) gatehouse miss', () => `${gh.gatewayUrl}/proxy/bench/miss/item?n=${n++}`, auth, [gh.child.pid!]);
     if (CASES.has('d')) cases.d = await load('(d) gatehouse hit', `${gh.gatewayUrl}/proxy/bench/hit/item`, auth, [gh.child.pid!]);
+    if (CASES.has('h')) cases.h = await load('(h) hit, agent JWT', `${gh.gatewayUrl}/proxy/bench/hit/item`, { authorization: `Bearer ${gh.jwt}` }, [gh.child.pid!]);
     if (ghOtel && CASES.has('f')) cases.f = await load('(f) miss, telemetry on', () => `${ghOtel.gatewayUrl}/proxy/bench/miss/item?n=${n++}`, authOtel, [ghOtel.child.pid!]);
     if (ghOtel && CASES.has('g')) cases.g = await load('(g) hit, telemetry on', `${ghOtel.gatewayUrl}/proxy/bench/hit/item`, authOtel, [ghOtel.child.pid!]);
     // The same unique-query misses as (c), so both proxies parse and forward the same request line.
     if (bare !== null) cases.e = await load('(e) bare node proxy', () => `http://127.0.0.1:${bare.port}/miss/item?n=${n++}`, {}, [bare.child.pid!]);
 
-    const results = [cases.a, cases.b, ...(cases.b ? details : []), cases.c, cases.d, cases.e, cases.f, cases.g].filter((r) => r !== undefined);
+    const results = [cases.a, cases.b, ...(cases.b ? details : []), cases.c, cases.d, cases.h, cases.e, cases.f, cases.g].filter((r) => r !== undefined);
     console.log(`\nHTTP proxy bench: ${CONNECTIONS} connections, ${DURATION_S}s each after ${WARMUP_S}s warm-up, audit ${AUDIT_MODE}, gateway.processes ${PROCESSES}, loopback, ${process.version}`);
     console.log(`${'case'.padEnd(22)}${'req/s'.padStart(9)}${'p50 ms'.padStart(9)}${'p99 ms'.padStart(9)}${'errors'.padStart(9)}${'non2xx'.padStart(9)}${'cpu µs/req'.padStart(12)}`);
     for (const r of results) console.log(`${r.name.padEnd(22)}${fmt(r.rps)}${fmt(r.p50, 2)}${fmt(r.p99, 2)}${fmt(r.errors)}${fmt(r.non2xx)}${(r.cpuUs === null ? '-' : r.cpuUs.toFixed(0)).padStart(12)}`);
-    const { a, b, c, d, e, f, g } = cases;
+    const { a, b, c, d, e, f, g, h } = cases;
     const pct = (x: number, y: number) => `${((x / y) * 100).toFixed(1)}%`;
     const verdict = (ok: boolean) => (ok ? 'PASS' : 'FAIL');
     console.log('');
@@ -342,6 +364,7 @@ async function main(): Promise<void> {
       const overhead = c.p99 - a.p99;
       console.log(`(c) p99 overhead over (a): ${overhead.toFixed(2)} ms (goal ≤ ${GOAL_P99_OVERHEAD_MS} ms)  ${verdict(overhead <= GOAL_P99_OVERHEAD_MS)}`);
     }
+    if (d && h) console.log(`(h) / (d) throughput:      ${pct(h.rps, d.rps)} (goal ≥ ${GOAL_JWT_VS_KEY_HIT * 100}%)  ${verdict(h.rps / d.rps >= GOAL_JWT_VS_KEY_HIT)}`);
     if (b && d) console.log(`(d) / (b) throughput:      ${pct(d.rps, b.rps)} (goal ≥ ${GOAL_HIT_VS_NGINX * 100}%)  ${verdict(d.rps / b.rps >= GOAL_HIT_VS_NGINX)}`);
     if (b && c) console.log(`(c) / (b) throughput:      ${pct(c.rps, b.rps)} (goal ≥ ${GOAL_MISS_VS_NGINX * 100}%)  ${verdict(c.rps / b.rps >= GOAL_MISS_VS_NGINX)}`);
     // Informational, not goals: how much of the gap to nginx is the platform's and how much is Gatehouse's own.
@@ -374,6 +397,7 @@ async function main(): Promise<void> {
     if (sink) await stop(sink);
     for (const nginx of nginxes) await stop(nginx.child);
     await stop(upstream);
+    await idp.stop();
     await gh.dropDb().catch(() => undefined);
     await rm(gh.dir, { recursive: true, force: true });
     for (const nginx of nginxes) await rm(nginx.dir, { recursive: true, force: true });

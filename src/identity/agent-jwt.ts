@@ -128,7 +128,8 @@ export class AgentJwtAuthenticator {
   }
 
   async #identity(sub: string): Promise<AgentIdentity> {
-    const remembered = this.#identities.get(sub);
+    // Only while revocations reach this process; otherwise every request reads the control store (as key sessions do).
+    const remembered = this.#deps.feed?.live ? this.#identities.get(sub) : undefined;
     if (remembered !== undefined) return remembered;
     const revision = this.#revision;
     let row;

@@ -137,6 +137,8 @@ export class TestProvider {
         body.id_token = await this.sign(this.tamperIdToken({ ...decodeJwt(body.id_token) }), this.keys[0], alg);
       }
     });
+    // A provider bug or misconfiguration is a test failure worth reading, not a bare 500.
+    provider.on('server_error', (_ctx: unknown, err: Error) => console.error('oidc-provider server_error:', err));
     this.#provider = provider;
   }
 

@@ -4,6 +4,7 @@ import { GatehouseError } from '../../errors/registry.js';
 import { getAdminUserById } from '../../store/repos/admin-users.js';
 import type { Db } from '../../store/repos/util.js';
 import type { AdminPrincipal } from './principal.js';
+import { adminRoles } from './permissions.js';
 import { csrfTokenMatches, type AdminSessions, type LoadedSession } from './sessions.js';
 import { authenticateAdminToken } from './tokens.js';
 import { changePasswordPage } from './pages.js';
@@ -11,7 +12,7 @@ import { pageContext, sendPage } from '../console/context.js';
 import { ASSET_ROUTE } from '../console/assets.js';
 
 /** Routes anyone may call: liveness, readiness, the sign-in page and form, the API description, the root redirect and the console's static assets. */
-const PUBLIC_ROUTES = new Set(['GET /health', 'GET /ready', 'GET /auth/login', 'POST /auth/login', 'GET /api/openapi.json', 'GET /', `GET ${ASSET_ROUTE}`]);
+const PUBLIC_ROUTES = new Set(['GET /health', 'GET /ready', 'GET /auth/login', 'POST /auth/login', 'GET /auth/oidc/login', 'GET /auth/oidc/callback', 'GET /api/openapi.json', 'GET /', `GET ${ASSET_ROUTE}`]);
 
 /** What an admin who must still change the initial password may reach. */
 const DURING_PASSWORD_CHANGE = new Set(['GET /auth/change-password', 'POST /auth/change-password', 'POST /auth/logout', 'GET /api/session']);
@@ -73,7 +74,11 @@ export function installAdminGuard(app: FastifyInstance, opts: GuardOptions): voi
         return unauthenticated(req, reply, 'Your session is no longer valid; sign in again.');
       }
       sessionsByRequest.set(req, session);
-      principal = { id: admin.id, username: admin.username, roles: admin.roles, via: 'session', mustChangePassword: admin.must_change_password };
+      // A single sign-on session adds the roles its IdP groups gave at sign-in to the local ones; the local password
+      // change does not concern it (docs/admin-auth.md "Admin sign-in with single sign-on").
+      const sso = session.record.sso_roles;
+      const roles = sso === undefined ? admin.roles : adminRoles.filter((r) => admin.roles.includes(r) || sso.includes(r));
+      principal = { id: admin.id, username: admin.username, roles, via: 'session', mustChangePassword: admin.must_change_password && sso === undefined };
     }
     req.admin = principal;
     if (principal.mustChangePassword && !DURING_PASSWORD_CHANGE.has(routeKey(req))) {

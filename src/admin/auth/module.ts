@@ -11,6 +11,8 @@ import { sessionStoreFor } from './session-store.js';
 import { LoginThrottle } from './throttle.js';
 import { whenMigrated } from '../../runtime/when-migrated.js';
 import { registerMappingRoutes } from './oidc/mappings.js';
+import { registerOidcLogin } from './oidc/login.js';
+import { oidcProviderOf } from '../../oidc/index.js';
 
 export const adminAuthModule: AdminModule = async ({ app, api, services }) => {
   const { config, secrets, db, coord, log } = services;
@@ -36,4 +38,6 @@ export const adminAuthModule: AdminModule = async ({ app, api, services }) => {
   registerAuthRoutes({ app, api, services, sessions, throttle });
   registerAdminUserRoutes({ app, api, services });
   registerMappingRoutes({ app, api, services });
+  const provider = oidcProviderOf(services);
+  if (config.auth.oidc.enabled && provider !== null) registerOidcLogin({ app, api, services, sessions, provider });
 };

@@ -7,10 +7,22 @@ function NextField({ next }: { next: string | undefined }): JSX.Element {
   return next ? <Hidden name="next" value={next} /> : '';
 }
 
-export function loginPage(opts: { ctx: PageContext; form?: FormState; next?: string }): JSX.Element {
+export function loginPage(opts: { ctx: PageContext; form?: FormState; next?: string; sso?: boolean }): JSX.Element {
   const form = opts.form ?? emptyForm();
+  const next = opts.next ?? form.values.next;
+  // With single sign-on on (auth.oidc.enabled), the provider is offered first (docs/admin-auth.md "Single sign-on").
+  const ssoHref = `/auth/oidc/login${next ? `?next=${encodeURIComponent(next)}` : ''}`;
   return (
     <BareLayout title="Sign in to Gatehouse" theme={opts.ctx.theme}>
+      {opts.sso ? (
+        <p>
+          <a id="sso" class="button" href={ssoHref}>
+            Sign in with single sign-on
+          </a>
+        </p>
+      ) : (
+        ''
+      )}
       <form method="post" action="/auth/login" class="console-form">
         {form.message ? (
           <p class="form-error" role="alert" safe>
@@ -61,4 +73,18 @@ export function safeNext(next: unknown, fallback = '/dashboard/overview'): strin
   // eslint-disable-next-line no-control-regex
   if (/[\u0000-\u001f\u007f]/.test(next)) return fallback;
   return next;
+}
+
+/** A refused single sign-on (docs/admin-auth.md "Admin sign-in with single sign-on"): one sentence saying why, and the way back. */
+export function oidcRefusalPage(opts: { ctx: PageContext; message: string }): JSX.Element {
+  return (
+    <BareLayout title="Single sign-on refused" theme={opts.ctx.theme}>
+      <p class="form-error" role="alert" safe>
+        {opts.message}
+      </p>
+      <p>
+        <a href="/auth/login">Back to the sign-in page</a>
+      </p>
+    </BareLayout>
+  );
 }

@@ -9,7 +9,7 @@ import { validationError } from '../../http/validation.js';
 import { adminOf } from './principal.js';
 import { sessionOf } from './guard.js';
 import { hashPassword, passwordProblems, verifyPassword } from './passwords.js';
-import { changePasswordPage, loginPage, safeNext } from './pages.js';
+import { changePasswordPage, loginPage as plainLoginPage, safeNext } from './pages.js';
 import { pageContext, sendPage } from '../console/context.js';
 import { registerFormPage } from '../console/forms.js';
 import type { AdminSessions } from './sessions.js';
@@ -64,6 +64,10 @@ export function registerAuthRoutes(deps: AuthRouteDeps): void {
     maxAge: services.config.admin.session_ttl_seconds,
   } as const;
 
+  const oidc = services.config.auth.oidc;
+  // With single sign-on on, the sign-in page offers it (docs/admin-auth.md "Admin sign-in with single sign-on").
+  const loginPage = (opts: Parameters<typeof plainLoginPage>[0]) => plainLoginPage({ ...opts, sso: oidc.enabled });
+
   const startSession = async (reply: FastifyReply, admin: { id: number; auth_version: number }) => {
     const { cookieValue, session } = await sessions.create(admin);
     void reply.setCookie(cookie.name, cookieValue, cookieOptions);
@@ -89,6 +93,13 @@ export function registerAuthRoutes(deps: AuthRouteDeps): void {
     successStatus: 303,
     handler: async ({ body, req, reply }) => {
       const address = req.ip;
+      // Break-glass (spec §5.5): with single sign-on on, password sign-in exists only when local_break_glass_enabled.
+      if (oidc.enabled && !oidc.local_break_glass_enabled) {
+        await adminAudit.record(auditOf(req, { action: 'auth.login_refused', outcome: 'denied', status: 403, details: { username: body.username, reason: 'password sign-in off (single sign-on only)' } }));
+        const message = 'Password sign-in is turned off: this Gatehouse uses single sign-on only (auth.oidc.local_break_glass_enabled is false). Use "Sign in with single sign-on".';
+        if (wantsJson(req)) throw new GatehouseError('forbidden', message);
+        return sendPage(reply, loginPage({ ctx: pageContext(req), next: safeNext(body.next, ''), form: { values: {}, errors: {}, message } }), 403);
+      }
       const verdict = await throttle.check(body.username, address);
       if (verdict.throttled) {
         await adminAudit.record(auditOf(req, { action: 'auth.login_throttled', outcome: 'denied', status: 429, details: { username: body.username, scope: verdict.scope } }));
@@ -105,6 +116,13 @@ export function registerAuthRoutes(deps: AuthRouteDeps): void {
         await adminAudit.record(auditOf(req, { action: 'auth.login_failed', outcome: 'failure', status: 401, admin_user_id: admin?.id ?? null, details: { username: body.username, reason } }));
         // One message for every cause, so the page does not tell which usernames exist or are disabled.
         return sendPage(reply, loginPage({ ctx: pageContext(req), next: safeNext(body.next, ''), form: { values: { username: body.username }, errors: {}, message: 'Invalid username or password.' } }), 401);
+      }
+      // Break-glass is for local owners and admins only; checked after the password, so it reveals nothing of others' roles.
+      if (oidc.enabled && !admin.roles.some((r) => r === 'owner' || r === 'admin')) {
+        await adminAudit.record(auditOf(req, { action: 'auth.login_refused', outcome: 'denied', status: 403, admin_user_id: admin.id, details: { username: body.username, reason: 'break-glass password sign-in is for owners and admins only' } }));
+        const message = 'While single sign-on is on, password sign-in is kept for owners and admins only (break-glass). Use "Sign in with single sign-on".';
+        if (wantsJson(req)) throw new GatehouseError('forbidden', message);
+        return sendPage(reply, loginPage({ ctx: pageContext(req), next: safeNext(body.next, ''), form: { values: { username: body.username }, errors: {}, message } }), 403);
       }
       await throttle.reset(body.username);
       // No fixation: a session the browser already carried is ended and a new id issued.

@@ -12,6 +12,11 @@ export interface SessionRecord {
   created_at: number;
   /** When the record was last written; the idle deadline itself is the key's TTL, refreshed on every request. */
   last_seen_at: number;
+  /**
+   * Present on single sign-on sessions: the roles the IdP groups gave at that sign-in (auth.oidc.admin_group_role_map),
+   * unioned with the admin's local roles on every request (docs/admin-auth.md "Single sign-on").
+   */
+  sso_roles?: string[];
 }
 
 export interface LoadedSession {
@@ -41,7 +46,7 @@ export class AdminSessions {
   }
 
   /** A new session with a fresh random id and CSRF token; returns the cookie value `<id>.<signature>`. */
-  async create(admin: { id: number; auth_version: number }): Promise<{ cookieValue: string; session: LoadedSession }> {
+  async create(admin: { id: number; auth_version: number }, sso?: { sso_roles: string[] }): Promise<{ cookieValue: string; session: LoadedSession }> {
     const id = randomBytes(32).toString('base64url');
     const now = Date.now();
     const record: SessionRecord = {
@@ -50,6 +55,7 @@ export class AdminSessions {
       csrf_token: randomBytes(32).toString('base64url'),
       created_at: now,
       last_seen_at: now,
+      ...(sso ? { sso_roles: [...sso.sso_roles] } : {}),
     };
     await this.#store.set(id, JSON.stringify(record), Math.min(this.#opts.idleSeconds, this.#opts.ttlSeconds) * 1000);
     return { cookieValue: `${id}.${this.#sign(id)}`, session: { id, record } };
@@ -109,7 +115,12 @@ function parseRecord(raw: string): SessionRecord | null {
   try {
     const v = JSON.parse(raw) as Partial<SessionRecord>;
     if (typeof v.admin_user_id !== 'number' || typeof v.auth_version !== 'number' || typeof v.csrf_token !== 'string' || typeof v.created_at !== 'number') return null;
-    return { admin_user_id: v.admin_user_id, auth_version: v.auth_version, csrf_token: v.csrf_token, created_at: v.created_at, last_seen_at: v.last_seen_at ?? v.created_at };
+    const record: SessionRecord = { admin_user_id: v.admin_user_id, auth_version: v.auth_version, csrf_token: v.csrf_token, created_at: v.created_at, last_seen_at: v.last_seen_at ?? v.created_at };
+    if (v.sso_roles !== undefined) {
+      if (!Array.isArray(v.sso_roles) || !v.sso_roles.every((r) => typeof r === 'string')) return null;
+      record.sso_roles = v.sso_roles;
+    }
+    return record;
   } catch {
     return null;
   }
