@@ -47,6 +47,8 @@ const MEANING: Record<string, string> = {
   'gateway.circuit.half_open_after_ms': 'How long a circuit stays open before one trial request is let through.',
   'gateway.mcp.legacy_tool_prefix': 'Prefix of tool names on the deprecated legacy MCP endpoints.',
   'gateway.mcp.session_ttl_seconds': 'Lifetime of an MCP session.',
+  'gateway.managed_privileges.reconcile_interval_seconds': 'Sources with `privileges: managed`: how often their managed roles are reconciled besides the change triggers (hand-made drift, tables created outside the gateway, grants that expired). docs/least-privilege.md.',
+  'gateway.test_hooks.skip_sql_analysis': 'Test-only: the gateway skips its table, column and call analysis of SQL so only the database\'s managed privileges refuse. Refused at startup unless `environment` is `test`.',
 
   'admin.host': 'Address the admin listener (API, console, health) binds.',
   'admin.port': 'Admin listener port. 0 binds any free port.',

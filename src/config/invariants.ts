@@ -71,6 +71,9 @@ export function crossFieldProblems(c: Config): string[] {
   if (c.admin.session_idle_seconds > c.admin.session_ttl_seconds) {
     problems.push('admin.session_idle_seconds: must not exceed admin.session_ttl_seconds');
   }
+  if (c.gateway.test_hooks.skip_sql_analysis && c.environment !== 'test') {
+    problems.push('gateway.test_hooks.skip_sql_analysis: test-only; refused unless environment is test');
+  }
   const n = c.notifications;
   if (n.enabled) {
     if (n.slack_bot_token_ref === null && n.slack_webhook_url_ref === null && n.slack_webhook_url === null) {

@@ -73,6 +73,18 @@ export const gatewaySchema = section({
     legacy_tool_prefix: z.string().regex(/^[a-z][a-z0-9_]{0,31}$/, 'must be 1-32 lowercase letters, digits or underscores, starting with a letter').default('gatehouse'),
     session_ttl_seconds: positiveInt(86_400).default(3_600),
   }),
+  /** Sources with `privileges: managed` (docs/least-privilege.md): how often drift, structure and grant expiry are reconciled besides change triggers. */
+  managed_privileges: section({
+    reconcile_interval_seconds: positiveInt(86_400).default(60),
+  }),
+  /**
+   * Test-only switches; each is refused outside `environment: test` (config/invariants.ts), so no development or
+   * production configuration can turn governance off.
+   */
+  test_hooks: section({
+    /** The gateway's own table, column and call analysis of SQL is skipped: only the database's privileges refuse (docs/least-privilege.md "Tests"). */
+    skip_sql_analysis: z.boolean().default(false),
+  }),
 });
 
 export const adminSchema = section({

@@ -460,9 +460,18 @@ export interface SqlResult {
   command: string;
 }
 
+/** An identity as the executor runs statements for it: without an id, the gateway's own reads (the source's login). */
+export type ExecutorIdentity = Pick<AgentIdentity, 'mapped_pg_role'> & { readonly id?: number };
+
+/**
+ * The managed role an identity's statements on a source run as (docs/least-privilege.md): null when the source does
+ * not use managed privileges; rejects (57P03) while they are not in place — never the configured user instead.
+ */
+export type SessionRoleResolver = (source: RegisteredSource, identityId: number) => Promise<string | null>;
+
 export interface ExecuteSqlArgs {
   source: RegisteredSource;
-  identity: Pick<AgentIdentity, 'mapped_pg_role'>;
+  identity: ExecutorIdentity;
   sql: string;
   params: readonly unknown[];
   maxRows: number;
@@ -485,12 +494,30 @@ function paramValue(p: unknown): string | Buffer | null {
 
 /** Buffered execution of one statement (MCP `query`, approved writes): text results, bounded rows, redaction applied. */
 export class PostgresExecutor {
+  #sessionRole: SessionRoleResolver | null = null;
+
   constructor(private readonly pools: UpstreamPools, private readonly pii: PiiScanner) {}
 
+  /** Installs the managed-privilege resolver (src/privileges/): statements of an identity then run as its managed role. */
+  useSessionRoles(resolver: SessionRoleResolver): void {
+    this.#sessionRole = resolver;
+  }
+
+  /** The role to SET: the managed one when the source has managed privileges, else the identity's mapped_pg_role. */
+  async #roleOf(source: RegisteredSource, identity: ExecutorIdentity): Promise<string | null> {
+    if (this.#sessionRole !== null && identity.id !== undefined) {
+      const managed = await this.#sessionRole(source, identity.id);
+      if (managed !== null) return managed;
+    }
+    return identity.mapped_pg_role;
+  }
+
   async executeSql(args: ExecuteSqlArgs): Promise<SqlResult> {
+    // Resolved before a connection is taken: a source whose privileges are not in place is refused without one.
+    const role = await this.#roleOf(args.source, args.identity);
     const conn = await this.pools.acquire(args.source);
     try {
-      if (args.identity.mapped_pg_role) await conn.simple(`SET ROLE ${quoteIdent(args.identity.mapped_pg_role)}`);
+      if (role) await conn.simple(`SET ROLE ${quoteIdent(role)}`);
       return await this.#run(conn, args);
     } finally {
       await this.pools.release(conn);
@@ -501,10 +528,11 @@ export class PostgresExecutor {
    * Several statements on one connection of the source, under the identity's role, for the gateway's own use (measuring
    * a write's effect): results are not redacted and never reach an agent. The session is reset on release.
    */
-  async withSession<T>(source: RegisteredSource, identity: Pick<AgentIdentity, 'mapped_pg_role'>, fn: (run: (sql: string, params?: readonly unknown[]) => Promise<SqlResult>) => Promise<T>): Promise<T> {
+  async withSession<T>(source: RegisteredSource, identity: ExecutorIdentity, fn: (run: (sql: string, params?: readonly unknown[]) => Promise<SqlResult>) => Promise<T>): Promise<T> {
+    const role = await this.#roleOf(source, identity);
     const conn = await this.pools.acquire(source);
     try {
-      if (identity.mapped_pg_role) await conn.simple(`SET ROLE ${quoteIdent(identity.mapped_pg_role)}`);
+      if (role) await conn.simple(`SET ROLE ${quoteIdent(role)}`);
       return await fn((sql, params = []) => this.#run(conn, { source, identity, sql, params, maxRows: 10_000 }));
     } finally {
       await this.pools.release(conn);

@@ -3,6 +3,7 @@ import { perServices, type Services } from '../runtime/services.js';
 import { buildGovernanceRuntime } from '../runtime/governance.js';
 import { PostgresExecutor, UpstreamPools, type UpstreamPoolDeps } from './postgres-exec.js';
 import { PostgresWriteEffects } from './postgres-effects.js';
+import { ManagedPrivileges } from '../privileges/runtime.js';
 
 export interface PostgresRuntime {
   readonly pools: UpstreamPools;
@@ -15,6 +16,8 @@ export interface PostgresRuntime {
    * sessions' pool may be held by open sessions, one of them the session waiting for that decision.
    */
   readonly catalog: PostgresExecutor;
+  /** Managed privileges of the sources that use them (src/privileges/): reconciliation, session roles, readiness. */
+  readonly privileges: ManagedPrivileges;
 }
 
 /** Connections per source for measuring writes: wire sessions holding all of pool_max must not starve it. */
@@ -39,8 +42,32 @@ async function createPostgresRuntime(services: Services): Promise<PostgresRuntim
   services.onClose(() => measurePools.close());
   const catalogPools = new UpstreamPools({ ...poolDeps, maxPerSource: CATALOG_CONNECTIONS });
   services.onClose(() => catalogPools.close());
-  const writeEffects = new PostgresWriteEffects(new PostgresExecutor(measurePools, governance.pii), services.log.child({ component: 'write-effects' }));
-  return { pools, executor: new PostgresExecutor(pools, governance.pii), writeEffects, catalog: new PostgresExecutor(catalogPools, governance.pii) };
+  const measureExecutor = new PostgresExecutor(measurePools, governance.pii);
+  const writeEffects = new PostgresWriteEffects(measureExecutor, services.log.child({ component: 'write-effects' }));
+  const executor = new PostgresExecutor(pools, governance.pii);
+  // Sources with managed privileges (docs/least-privilege.md): an identity's statements run as its managed role.
+  const privileges = new ManagedPrivileges({
+    reconcile: {
+      db: services.db,
+      resolveSecretRef: (ref) => services.resolveSecretRef(ref),
+      checkTarget: (sourceId, host) => governance.egress.checkTarget(sourceId, host),
+      currentPolicies: () => services.policies.current(),
+      connectTimeoutMs: config.gateway.timeouts.upstream_connect_ms,
+    },
+    registry: services.registry,
+    coord: services.coord,
+    log: services.log.child({ component: 'privileges' }),
+    adminAudit: services.adminAudit,
+    readiness: services.readiness,
+    intervalMs: config.gateway.managed_privileges.reconcile_interval_seconds * 1000,
+    instanceId: services.instanceId,
+  });
+  const sessionRole = (source: Parameters<ManagedPrivileges['sessionRole']>[0], identityId: number) => privileges.sessionRole(source, identityId);
+  executor.useSessionRoles(sessionRole);
+  measureExecutor.useSessionRoles(sessionRole);
+  await privileges.start();
+  services.onClose(() => privileges.close());
+  return { pools, executor, writeEffects, catalog: new PostgresExecutor(catalogPools, governance.pii), privileges };
 }
 
 /** Built once per services: two front doors with their own pools would each hold up to `pool_max` connections to the same source. */

@@ -48,8 +48,18 @@ export const postgresConfigSchema = z
         preview_timeout_ms: z.number().int().min(100).max(60_000).default(2_000),
       })
       .prefault({}),
+    /**
+     * `managed`: sessions run as NOLOGIN roles the gateway creates and keeps equal to its rules (docs/least-privilege.md);
+     * absent or `configured`: as the configured user (and `mapped_pg_role`).
+     */
+    privileges: z.enum(['configured', 'managed']).optional(),
+    /** The login that creates the managed roles and grants their privileges: CREATEROLE and ownership (or grant option) of the tables, never a superuser requirement. */
+    privilege_admin: z.strictObject({ user: identifier, password_ref: secretRef.optional() }).optional(),
+    /** Managed role names start with it; unset: `gh_` and a hash of the source id (role names are global to the server). */
+    managed_role_prefix: z.string().min(2).max(30).regex(/^[a-z_][a-z0-9_]*_$/, 'must be lower-case letters, digits and _ and end with _').optional(),
   })
-  .refine((c) => !(c.password !== undefined && c.password_ref !== undefined), { message: 'give password or password_ref, not both', path: ['password_ref'] });
+  .refine((c) => !(c.password !== undefined && c.password_ref !== undefined), { message: 'give password or password_ref, not both', path: ['password_ref'] })
+  .refine((c) => c.privileges !== 'managed' || c.privilege_admin !== undefined, { message: 'managed privileges need privilege_admin (user and password_ref)', path: ['privilege_admin'] });
 
 export type PostgresConfig = z.output<typeof postgresConfigSchema>;
 

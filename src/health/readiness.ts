@@ -8,8 +8,11 @@ export interface CheckResult {
 
 export type CheckFn = () => Promise<CheckResult> | CheckResult;
 
-/** The check names DESIGN §8 fixes for the /ready body; `oidc` only when auth.oidc is enabled (spec §5.6). */
-export const READINESS_CHECKS = ['database', 'migrations', 'redis', 'registry', 'audit_buffer', 'cache_invalidation', 'oidc'] as const;
+/**
+ * The check names DESIGN §8 fixes for the /ready body; `oidc` only when auth.oidc is enabled (spec §5.6), `privileges`
+ * only once a source uses managed privileges (src/privileges/runtime.ts).
+ */
+export const READINESS_CHECKS = ['database', 'migrations', 'redis', 'registry', 'audit_buffer', 'cache_invalidation', 'oidc', 'privileges'] as const;
 export type ReadinessCheckName = (typeof READINESS_CHECKS)[number];
 
 export interface ReadinessReport {

@@ -12,10 +12,10 @@ export { APPROVAL_REQUIRED_SQLSTATE } from './decide.js';
 export async function buildWireListener(services: Services): Promise<WireListener> {
   const governance = await buildGovernanceRuntime(services);
   const { config } = services;
-  const { pools } = await postgresRuntimeFor(services);
+  const { pools, privileges } = await postgresRuntimeFor(services);
   // The governance runtime started it: the process's one revocation subscription serves the wire as well.
   const revocations = await startKeySessionMemo(services);
-  const listener = createWireListener({ config, log: services.log.child({ listener: 'pgwire' }), db: services.db, auditor: services.auditor, pipeline: governance.deps, pools, revocations });
+  const listener = createWireListener({ config, log: services.log.child({ listener: 'pgwire' }), db: services.db, auditor: services.auditor, pipeline: governance.deps, pools, revocations, privileges });
   services.metrics.addGauge('gatehouse_wire_sessions', 'Client connections open on the PostgreSQL wire listener.', [], () => [{ value: listener.sessions() }]);
   return listener;
 }

@@ -40,6 +40,7 @@ import { WireRelay } from './relay.js';
 import { startupSettings } from './startup-settings.js';
 import { postgresConfigSchema } from '../../connectors/postgres.js';
 import { uuidv7 } from '../../util/uuidv7.js';
+import type { ManagedPrivileges } from '../../privileges/runtime.js';
 
 export interface WireListenerDeps {
   config: Readonly<Config>;
@@ -50,6 +51,8 @@ export interface WireListenerDeps {
   pools: UpstreamPools;
   /** The process's key revocations (its key-session memo): a revoked identity's sessions see it at their next statement. */
   revocations: KeyRevocationFeed | null;
+  /** Managed privileges (docs/least-privilege.md): the role a session runs as on a source that uses them. */
+  privileges?: Pick<ManagedPrivileges, 'sessionRole' | 'track'> | null;
 }
 
 
@@ -160,6 +163,8 @@ class WireConnection {
   readonly #sessionId = uuidv7();
   /** Statements decided so far: numbers the request ids, so an audit search by session lists them in order. */
   #statements = 0;
+  /** Stops watching the session's managed role (sources with managed privileges). */
+  #untrack: (() => void) | null = null;
 
   constructor(socket: net.Socket, private readonly ctx: ConnectionContext) {
     this.#socket = socket;
@@ -406,9 +411,15 @@ class WireConnection {
     const config = postgresConfigSchema.safeParse(source.connection_config);
     const settings = startupSettings(this.#params, config.success ? config.data.statement_timeout_ms : 0);
     if (!settings.ok) return this.#fatal(settings.error);
+    let managedRole: string | null;
     try {
+      // A source with managed privileges: the identity's managed role, or a refusal (57P03) while they are not in
+      // place — never the configured user instead (docs/least-privilege.md "Fail closed").
+      managedRole = (await deps.privileges?.sessionRole(source, identity.id)) ?? null;
       this.#upstream = await deps.pools.acquire(source);
-      if (identity.mapped_pg_role) await this.#upstream.simple(`SET ROLE ${quoteIdent(identity.mapped_pg_role)}`);
+      // Once per session, right after login; the session-escape traps keep it from being left (docs/pgwire.md).
+      const role = managedRole ?? identity.mapped_pg_role;
+      if (role) await this.#upstream.simple(`SET ROLE ${quoteIdent(role)}`);
       // One statement, so an unknown setting fails the login with PostgreSQL's own error (42704), as it would there.
       await this.#upstream.simple(settings.settings.map(([k, v]) => `SET ${quoteIdent(k)} = ${quoteLiteral(v)}`).join('; '));
     } catch (err) {
@@ -419,6 +430,13 @@ class WireConnection {
       return this.#fatal(errorFieldsOf(err));
     }
     if (this.#state === 'closed') return void (await this.#cleanup());
+    if (managedRole !== null && deps.privileges) {
+      // Ended when a reconciliation gives the identity another role (a grant removed, a deny policy added) or the
+      // source's privileges fail: no session keeps privileges its identity lost.
+      this.#untrack = deps.privileges.track(sourceId, identity.id, managedRole, (reason) =>
+        this.#fatal({ sqlstate: '57P01', message: `terminating connection: ${reason}; sign in again` }),
+      );
+    }
     const upstream = this.#upstream;
     const out: Buffer[] = [authentication(AUTH_OK)];
     for (const [k, v] of upstream.params) if (k !== 'session_authorization' && k !== 'is_superuser') out.push(parameterStatus(k, v));
@@ -467,6 +485,8 @@ class WireConnection {
 
   async #cleanup(): Promise<void> {
     this.#state = 'closed';
+    this.#untrack?.();
+    this.#untrack = null;
     const entries = this.ctx.cancels.get(this.#pid);
     if (entries) {
       const rest = entries.filter((e) => e !== this.#cancel);

@@ -25,8 +25,8 @@ export interface PlannedGrant {
 export interface Plan {
   readonly createRoles: readonly string[];
   readonly dropRoles: readonly string[];
-  /** Roles whose attributes drifted (ALTER ROLE … NOLOGIN NOSUPERUSER …). */
-  readonly resetAttributes: readonly string[];
+  /** Roles whose attributes drifted, with the attributes to take away (ALTER ROLE … NOLOGIN …). */
+  readonly resetAttributes: readonly (readonly [string, readonly string[]])[];
   /** [managed role, role it was made a member of]: revoked. */
   readonly revokeMemberships: readonly (readonly [string, string])[];
   /** Managed roles the login user is granted (so its sessions can SET ROLE to them). */
@@ -49,7 +49,7 @@ export function emptyPlan(plan: Plan): boolean {
 export function planReconciliation(desired: DesiredPrivileges, actual: ActualPrivileges): Plan {
   const createRoles: string[] = [];
   const dropRoles: string[] = [];
-  const resetAttributes: string[] = [];
+  const resetAttributes: [string, string[]][] = [];
   const revokeMemberships: [string, string][] = [];
   const grantLogin: string[] = [];
   const revokes: PlannedGrant[] = [];
@@ -60,7 +60,7 @@ export function planReconciliation(desired: DesiredPrivileges, actual: ActualPri
     const have = actual.roles.get(name);
     if (have === undefined) createRoles.push(name);
     else {
-      if (have.extraAttributes.length > 0) resetAttributes.push(name);
+      if (have.extraAttributes.length > 0) resetAttributes.push([name, [...have.extraAttributes].sort()]);
       for (const of of have.memberOf) revokeMemberships.push([name, of]);
     }
     const wantKeys = new Set((want ?? []).map(atomKey));
@@ -152,7 +152,9 @@ function privilegeStatements(verb: 'GRANT' | 'REVOKE', items: readonly PlannedGr
 export function planStatements(plan: Plan, loginUser: string): string[] {
   const out: string[] = [];
   for (const r of plan.createRoles) out.push(`CREATE ROLE ${quoteIdent(r)} NOLOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOINHERIT NOREPLICATION NOBYPASSRLS`);
-  for (const r of plan.resetAttributes) out.push(`ALTER ROLE ${quoteIdent(r)} NOLOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOREPLICATION NOBYPASSRLS`);
+  // Only the attributes that drifted: taking SUPERUSER away needs a superuser, and the admin is not one (that drift
+  // then fails the reconciliation: fail closed).
+  for (const [r, attrs] of plan.resetAttributes) out.push(`ALTER ROLE ${quoteIdent(r)} ${attrs.map((a) => `NO${a}`).join(' ')}`);
   for (const [r, of] of plan.revokeMemberships) out.push(`REVOKE ${quoteIdent(of)} FROM ${quoteIdent(r)}`);
   out.push(...privilegeStatements('REVOKE', plan.revokes));
   out.push(...privilegeStatements('GRANT', plan.grants));

@@ -120,7 +120,7 @@ describe('desired privileges', () => {
     actual.set('gh_i_9', { name: 'gh_i_9', atoms: [drift], memberOf: [], extraAttributes: ['LOGIN'] });
     const sql = planStatements(planReconciliation(d, { roles: actual, loginMemberOf: new Set(d.roles.keys()) }), 'login');
     expect(sql).toEqual([
-      'ALTER ROLE "gh_i_9" NOLOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOREPLICATION NOBYPASSRLS',
+      'ALTER ROLE "gh_i_9" NOLOGIN',
       'REVOKE "pg_read_all_data" FROM "gh_r_reader"',
       'REVOKE DELETE ON TABLE "sales"."orders" FROM "gh_i_9"',
       'REVOKE DELETE ON TABLE "sales"."orders" FROM "gh_r_reader"',
