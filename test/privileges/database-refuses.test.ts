@@ -86,11 +86,16 @@ describe('the database refuses what the gateway would, with the gateway analysis
     expect((await c.query('select count(*)::int as n from notes')).rows[0].n).toBe(0);
   });
 
-  test('the session cannot leave its role: the session-escape traps stay on', async () => {
-    for (const sql of ['reset role', 'set role postgres', 'set session authorization postgres', "select set_config('role', 'postgres', false)", 'discard all']) {
-      const e = await sqlError(c.query(sql));
+  test('the session cannot leave its role: refused escapes, and resets put the managed role back at once', async () => {
+    for (const sql of ['set role postgres', 'set session authorization postgres', "select set_config('role', 'postgres', false)"]) {
+      const e = await sqlError(c.query(sql)).catch(() => ({ code: `no error for ${sql}` }));
       expect(e.code, sql).toBe('42501');
     }
-    expect((await c.query('select current_user')).rows[0].current_user).toBe(`${mw.prefix}i_${analyst.id}`);
+    // Session resets are allowed (docs/pgwire.md "Session resets"): the relay re-applies the session's role behind them.
+    for (const sql of ['reset role', 'set role none', 'discard all', 'reset all']) {
+      await c.query(sql);
+      expect((await c.query('select current_user')).rows[0].current_user, sql).toBe(`${mw.prefix}i_${analyst.id}`);
+      expect((await sqlError(c.query('select ssn from customers'))).code, sql).toBe('42501');
+    }
   });
 });

@@ -451,7 +451,8 @@ class WireConnection {
       maxRowBytes: deps.config.gateway.limits.pg_message_bytes,
       identity: () => this.#currentIdentity(),
       log: this.ctx.log,
-      session: { role: identity.mapped_pg_role ?? null, settings: settings.settings },
+      // A reset (RESET ROLE, DISCARD ALL) is followed at once by the role the session runs as: the managed one when set.
+      session: { role: managedRole ?? identity.mapped_pg_role ?? null, settings: settings.settings },
       userName: this.#user,
     });
     this.#state = 'ready';
