@@ -67,7 +67,7 @@ export const privilegesModule: AdminModule = ({ app, api, services }) => {
       const source = managedSource(params.source_id);
       const { privileges } = await postgresRuntimeFor(services);
       const result = await privileges.reconcile(source.source_id, 'admin');
-      await services.coord.publish('privileges:reconcile', source.source_id).catch(() => undefined);
+      await privileges.announce(source.source_id);
       if (result === null) throw notFound('managed privileges of this data source');
       const out = present(result);
       await audit(services, req, 'privileges.reconcile_requested', { type: 'data_source', id: source.source_id }, undefined, 200, { ok: out.ok, summary: out.summary });

@@ -61,7 +61,13 @@ export class ManagedPrivileges {
   async start(): Promise<void> {
     const all = () => this.request('*', 'change');
     for (const channel of [KEY_SESSION_REVOKED_CHANNEL, POLICY_CHANGED_CHANNEL, SOURCES_CHANGED_CHANNEL]) this.#unsubscribe.push(await this.deps.coord.subscribe(channel, all));
-    this.#unsubscribe.push(await this.deps.coord.subscribe(PRIVILEGES_RECONCILE_CHANNEL, (m) => this.request(m === '*' ? '*' : m, 'requested')));
+    this.#unsubscribe.push(
+      await this.deps.coord.subscribe(PRIVILEGES_RECONCILE_CHANNEL, (m) => {
+        // `<source id or *>` or `<source id>\u0000<origin instance>`: an announcement of this very process is not news.
+        const [target = '*', origin] = m.split('\u0000');
+        if (origin !== this.deps.instanceId) this.request(target, 'requested');
+      }),
+    );
     this.#timer = setInterval(() => this.request('*', 'periodic'), this.deps.intervalMs);
     this.#timer.unref();
     this.request('*', 'startup');
@@ -194,6 +200,11 @@ export class ManagedPrivileges {
     if (failed.length > 0) return { ok: false, detail: `managed privileges not in place for ${failed.join('; ')}` };
     if (pending > 0) return { ok: false, detail: `${pending} source(s) not reconciled yet` };
     return { ok: true, detail: 'managed privileges in place' };
+  }
+
+  /** Asks the other gateway processes to reconcile the source (this one just did). */
+  async announce(sourceId: string): Promise<void> {
+    await this.deps.coord.publish(PRIVILEGES_RECONCILE_CHANNEL, `${sourceId}\u0000${this.deps.instanceId}`).catch(() => undefined);
   }
 
   /** The plan a reconciliation would apply now, applying nothing (the dry-run API). */

@@ -110,6 +110,11 @@ describe('reconciliation follows the gateway rules', () => {
 
   test('drift made by hand is reported by the dry run, then corrected and audited', async () => {
     const stray = `${mw.prefix}i_999999`;
+    // Held while the drift is made and the dry run reads it: no reconciliation (a late trigger of an earlier test) can
+    // correct it in between; one waiting for the lock runs after.
+    const coord = mw.world.svc.running.services.coord;
+    let lock: Awaited<ReturnType<typeof coord.acquireLock>> = null;
+    await waitFor(async () => (lock = await coord.acquireLock(`privileges:${mw.sourceId}`, 60_000)) !== null, 10_000, 'the reconciliation lock', 50);
     await mw.direct(async (d) => {
       await d.query(`grant delete, truncate on secrets to "${reader()}"`);
       await d.query(`grant update (email) on customers to "${reader()}"`);
@@ -130,6 +135,7 @@ describe('reconciliation follows the gateway rules', () => {
       ]),
     );
     expect(await has(reader(), 'public.secrets', 'delete')).toBe(true);
+    await lock!.release();
     const r = await mw.world.admin('POST', `/api/data-sources/${mw.sourceId}/privileges/reconcile`);
     expect(r.json.ok, r.text).toBe(true);
     expect(await has(reader(), 'public.secrets', 'delete')).toBe(false);
