@@ -64,7 +64,7 @@ export class Auditor {
     const tracing = this.#tracing;
     let span: Span | undefined;
     // An unsampled trace (observability.trace_sample_ratio) gets no spans of ours at all: its requests cost as without tracing.
-    if (tracing !== null && (parent === undefined ? init.channel === 'pgwire' : parent.isRecording())) {
+    if (tracing !== null && (parent === undefined ? init.channel === 'pgwire' && tracing.sampleNewTrace() : parent.isRecording())) {
       span = tracing.startChild(REQUEST_SPAN_NAMES[init.channel], parent);
       if (!span.isRecording()) span = undefined;
     }

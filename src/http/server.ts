@@ -87,6 +87,8 @@ export function createHttpServer(opts: HttpServerOptions): FastifyInstance {
 function traceRequests(app: FastifyInstance, tracing: Tracing, listener: string): void {
   app.decorateRequest('span', undefined);
   app.addHook('onRequest', (req, _reply, done) => {
+    // An unsampled new trace is decided before anything is built: the request then costs as without tracing.
+    if (req.headers.traceparent === undefined && !tracing.sampleNewTrace()) return done();
     const route = req.routeOptions.url ?? 'unmatched';
     req.span = tracing.startServer(`${req.method} ${route}`, req.headers, {
       'http.request.method': req.method,

@@ -1,6 +1,6 @@
 // OpenTelemetry export (spec §9 observability): loaded and started only when observability.otlp_endpoint is set, with OTLP/HTTP trace and metric exporters; nothing at all otherwise.
 import { resourceFromAttributes } from '@opentelemetry/resources';
-import { BatchSpanProcessor, ParentBasedSampler, TraceIdRatioBasedSampler, TracerProvider } from '@opentelemetry/sdk-trace';
+import { AlwaysOnSampler, BatchSpanProcessor, ParentBasedSampler, TracerProvider } from '@opentelemetry/sdk-trace';
 import { MeterProvider, PeriodicExportingMetricReader } from '@opentelemetry/sdk-metrics';
 import { OTLPTraceExporter } from '@opentelemetry/exporter-trace-otlp-http';
 import { OTLPMetricExporter } from '@opentelemetry/exporter-metrics-otlp-http';
@@ -28,10 +28,10 @@ export class Telemetry {
   readonly #traces: TracerProvider;
   readonly #meters: MeterProvider;
 
-  private constructor(traces: TracerProvider, meters: MeterProvider) {
+  private constructor(traces: TracerProvider, meters: MeterProvider, sampleRatio: number) {
     this.#traces = traces;
     this.#meters = meters;
-    this.tracing = new Tracing(traces.getTracer('gatehouse'));
+    this.tracing = new Tracing(traces.getTracer('gatehouse'), sampleRatio);
   }
 
   static start(opts: TelemetryOptions, metrics: Metrics): Telemetry {
@@ -44,7 +44,8 @@ export class Telemetry {
     });
     const traces = new TracerProvider({
       resource,
-      sampler: new ParentBasedSampler({ root: new TraceIdRatioBasedSampler(opts.sampleRatio) }),
+      // New traces are sampled by Tracing before a span exists; the SDK follows a client's sampled flag.
+      sampler: new ParentBasedSampler({ root: new AlwaysOnSampler() }),
       spanProcessors: [new BatchSpanProcessor({ exporter: new OTLPTraceExporter({ url: `${base}/v1/traces` }), scheduledDelayMillis: 1_000, maxQueueSize: 8_192, maxExportBatchSize: 512 })],
     });
     const meters = new MeterProvider({
@@ -52,7 +53,7 @@ export class Telemetry {
       readers: [new PeriodicExportingMetricReader({ exporter: new OTLPMetricExporter({ url: `${base}/v1/metrics` }), exportIntervalMillis: opts.metricsIntervalMs, exportTimeoutMillis: Math.min(opts.metricsIntervalMs, 30_000) })],
     });
     metrics.mirrorTo(meters.getMeter('gatehouse'));
-    return new Telemetry(traces, meters);
+    return new Telemetry(traces, meters, opts.sampleRatio);
   }
 
   /** Sends what is pending (tests, shutdown). */

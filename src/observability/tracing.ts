@@ -9,9 +9,21 @@ const propagator = new W3CTraceContextPropagator();
 /** Span creation with explicit parents: no global provider and no async-context manager (the request carries its span). */
 export class Tracing {
   readonly #tracer: Tracer;
+  readonly #sampleRatio: number;
 
-  constructor(tracer: Tracer) {
+  /**
+   * `sampleRatio`: the share of new traces (no client `traceparent`) recorded. The decision is made here, before any
+   * span exists, so an unsampled request costs one random number (docs/decisions/0015-operations.md); the SDK's
+   * sampler then only follows parents.
+   */
+  constructor(tracer: Tracer, sampleRatio = 1) {
     this.#tracer = tracer;
+    this.#sampleRatio = sampleRatio;
+  }
+
+  /** Whether a new trace (one without a client parent) is recorded. */
+  sampleNewTrace(): boolean {
+    return this.#sampleRatio >= 1 || (this.#sampleRatio > 0 && Math.random() < this.#sampleRatio);
   }
 
   /**
