@@ -11,6 +11,7 @@ import { buildToolset } from './tools.js';
 import { handleStreamableRequest } from './streamable.js';
 import { registerLegacyRoutes } from './legacy.js';
 import { MAX_JSON_DEPTH, jsonDeeperThan } from '../../util/json-depth.js';
+import { challenge, jwtAgentsEnabled, registerProtectedResourceMetadata } from './protected-resource.js';
 
 export { buildToolset, TOOL_NAMES, type Toolset } from './tools.js';
 export type { McpDeps, ToolCaller } from './context.js';
@@ -33,9 +34,12 @@ export async function registerMcpRoutes(app: FastifyInstance, services: Services
     return { identity, requestId: req.id, clientIp: req.ip, span: req.span };
   };
 
+  registerProtectedResourceMetadata(app, config);
+  const announceOAuth = jwtAgentsEnabled(config);
+
   void app.register(async (scope) => {
     // Every request proves its key before its body is even read: a refused caller reaches no tool, no parser, no MCP handshake.
-    scope.addHook('onRequest', async (req) => {
+    scope.addHook('onRequest', async (req, reply) => {
       try {
         identities.set(req, await governance.deps.authenticate(req.headers.authorization));
       } catch (err) {
@@ -43,6 +47,8 @@ export async function registerMcpRoutes(app: FastifyInstance, services: Services
           // A refused credential is recorded as on the proxy: one entry, no identity.
           const audit = services.auditor.begin({ channel: 'mcp', request_id: req.id, client_ip: req.ip, method: req.method, path: req.url.split('?')[0]!.slice(0, 64), action: 'mcp.authenticate' });
           await audit.end(auditFailure(err));
+          // An MCP client that speaks the protocol's authorization learns from here where to sign in (RFC 9728 §5.1).
+          if (announceOAuth) challenge(reply, req);
         }
         throw err;
       }
