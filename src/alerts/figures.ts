@@ -181,10 +181,9 @@ export async function collectFigures(db: Db, queries: readonly FigureQuery[], no
   // entries too, so that minute comes from the raw log.
   const rolled = wmDate === null ? minStart : wmDate.getTime() <= nowMs ? wmDate.getTime() : floorMinute(nowMs);
   const wm = Math.max(rolled, minStart);
-  const rows: MinuteRow[] = [];
-
   const needsLog = queries.some((q) => q.condition_type !== 'approval_backlog' && q.condition_type !== 'first_seen');
-  if (needsLog && wm > minStart) {
+  const rolledRows = async (): Promise<MinuteRow[]> => {
+    if (!needsLog || wm <= minStart) return [];
     const keys = new Set<string>();
     const burstSources = new Set<string>();
     for (const q of queries) {
@@ -197,16 +196,17 @@ export async function collectFigures(db: Db, queries: readonly FigureQuery[], no
     const r = await sql<MinuteRowRaw>`select minute, identity_key, source_key, requests::text, errors::text, denials::text, rate_limited::text, redactions::text, latency_hist::text[]
       from alert_rollups where minute >= ${new Date(minStart).toISOString()}::timestamptz and minute < ${new Date(wm).toISOString()}::timestamptz
         and (${keyFilter} or ${burstFilter})`.execute(db);
-    for (const row of r.rows) rows.push(toRow(row));
-  }
-  if (needsLog) {
-    const r = await rawMinutes(new Date(wm), now).execute(db);
-    for (const row of r.rows) rows.push(toRow(row));
-  }
-
-  const firstSeenQueries = queries.filter((q) => q.condition_type === 'first_seen');
-  const reaches = firstSeenQueries.length > 0 ? await newReaches(db, new Date(minStart), new Date(wm), now) : [];
-  const backlog = queries.some((q) => q.condition_type === 'approval_backlog') ? await pendingApprovals(db) : [];
+    return r.rows.map(toRow);
+  };
+  const tailRows = async (): Promise<MinuteRow[]> => (needsLog ? (await rawMinutes(new Date(wm), now).execute(db)).rows.map(toRow) : []);
+  // The reads are independent: they run side by side on the pool.
+  const [fromRollups, tail, reaches, backlog] = await Promise.all([
+    rolledRows(),
+    tailRows(),
+    queries.some((q) => q.condition_type === 'first_seen') ? newReaches(db, new Date(minStart), new Date(wm), now) : Promise.resolve([]),
+    queries.some((q) => q.condition_type === 'approval_backlog') ? pendingApprovals(db) : Promise.resolve([]),
+  ]);
+  const rows = [...fromRollups, ...tail];
 
   for (let i = 0; i < queries.length; i++) {
     const q = queries[i]!;
