@@ -336,6 +336,9 @@ export class WireRelay {
     if (this.#failed && frame.type !== Frontend.Sync) return;
     switch (frame.type) {
       case Frontend.Query:
+        // Written straight upstream, a Query would overtake the batch still held for its Sync, and its answer would be
+        // matched to (and governed as) the batch's statements; after a Flush the upstream may be skipping to that Sync.
+        if (this.#extendedOpen()) return this.#endSession('Query inside an unfinished extended-protocol batch (send Sync first)');
         return this.#query(parseQuery(frame.body));
       case Frontend.Parse:
         return this.#parse(frame);
