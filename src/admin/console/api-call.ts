@@ -24,15 +24,15 @@ export async function callApi(app: FastifyInstance, req: FastifyRequest, method:
 
 /**
  * A 2xx answer's body; anything else as the error the console shows: 422 with its items (the form puts them at
- * the fields), 404/409 as the form's message, the rest as an error page.
- * `fieldOf` renames JSON fields to the form's (e.g. a JSON `roles` array entered as one text field).
+ * the fields), 404/409 as the form's message, the rest as an error page. `fieldOf` names the form field of a JSON
+ * body path (e.g. ["connection_config", "base_url"] is the form's `base_url`); by default its first step.
  */
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
-export function okOrThrow(answer: ApiAnswer, fieldOf: (jsonField: string) => string = (f) => f): any {
+export function okOrThrow(answer: ApiAnswer, fieldOf: (path: Array<string | number>) => string = (p) => String(p[0])): any {
   if (answer.status >= 200 && answer.status < 300) return answer.json;
   const detail = answer.json?.detail;
   if (answer.status === 422 && Array.isArray(detail)) {
-    const items = (detail as ValidationErrorItem[]).map((d) => (d.loc[0] === 'body' && typeof d.loc[1] === 'string' ? { ...d, loc: ['body', fieldOf(d.loc[1]), ...d.loc.slice(2)] } : d));
+    const items = (detail as ValidationErrorItem[]).map((d) => (d.loc[0] === 'body' && d.loc.length > 1 ? { ...d, loc: ['body', fieldOf(d.loc.slice(1))] } : d));
     throw validationError(items);
   }
   const message = typeof detail === 'string' ? detail : 'The request failed.';

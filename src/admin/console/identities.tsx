@@ -43,9 +43,6 @@ const grantForm = z.object({
   expires_at: optionalText(64),
 });
 
-/** JSON field → form field for API answers about roles entered as one comma-separated field. */
-const formField = (f: string) => f;
-
 function CreateForm({ ctx, form }: { ctx: PageContext; form: FormState }): JSX.Element {
   return (
     <ConsoleForm ctx={ctx} form={form} action={`${BASE}/create`} submit="Create identity">
@@ -189,7 +186,7 @@ export function registerIdentityPages({ app, api, services }: AdminModuleContext
         ...(key ? { api_key: key } : {}),
         ...(body.generate_key || !key ? { generate_key: body.generate_key } : {}),
       };
-      const created = okOrThrow(await callApi(app, req, 'POST', '/api/identities', json), formField);
+      const created = okOrThrow(await callApi(app, req, 'POST', '/api/identities', json));
       void reply.code(201);
       return (
         <Layout ctx={ctx} title="Identity created" crumbs={crumbs({ label: created.name, href: `${BASE}/${created.id}` }, { label: 'Created' })}>

@@ -4,6 +4,7 @@ import { registerAssetRoutes } from './assets.js';
 import { registerOverviewPage } from './overview.js';
 import { registerThemeRoute } from './theme.js';
 import { registerIdentityPages } from './identities.js';
+import { registerDataSourcePages } from './data-sources.js';
 
 export const consoleModule: AdminModule = (ctx) => {
   registerAssetRoutes(ctx.app);
@@ -11,4 +12,5 @@ export const consoleModule: AdminModule = (ctx) => {
   registerThemeRoute(ctx);
   registerOverviewPage(ctx);
   registerIdentityPages(ctx);
+  registerDataSourcePages(ctx);
 };

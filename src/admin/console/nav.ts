@@ -16,6 +16,7 @@ export const navEntries: NavEntry[] = [
   { href: '/dashboard/overview', label: 'Overview', permission: null, order: 10 },
   { href: '/dashboard/access-control/identities', label: 'Identities', permission: 'identities:read', order: 40 },
   { href: '/dashboard/alerts', label: 'Alerts', permission: 'alerts:read', order: 60 },
+  { href: '/dashboard/data-sources', label: 'Data sources', permission: 'sources:read', order: 50 },
 ];
 
 /** The entries an admin may see, in menu order. */
