@@ -77,6 +77,7 @@ const MEANING: Record<string, string> = {
   'worker.alert_repeat_seconds': 'A rule that stays firing is notified again after this long.',
 
   'database.url': 'Control database URL (`postgres://…`). Null runs the embedded store in development; required in production. The password is masked when printed; TLS parameters in the URL are ignored in favour of `ssl_mode`.',
+  'database.read_url': 'Optional read replica of the control database (same TLS settings as `url`): audit search and export (`GET /api/audit`, `/api/audit/export`) read there, so long searches do not load the primary; a replica lags, so an entry written a moment ago may not be found yet. Userinfo passwords are masked when printed.',
   'database.pool_max': 'Connections in the control database pool.',
   'database.connect_timeout_ms': 'Connect timeout to the control database.',
   'database.statement_timeout_ms': 'Statement timeout of control database queries.',

@@ -37,6 +37,7 @@ export function crossFieldProblems(c: Config): string[] {
   if (c.gateway.pg_tls.require_client_tls && c.gateway.pg_tls.cert_file === null) {
     problems.push('gateway.pg_tls.require_client_tls: needs gateway.pg_tls.cert_file and key_file');
   }
+  if (c.database.read_url !== null && c.database.url === null) problems.push('database.read_url: needs database.url (a replica of the embedded store does not exist)');
   if (c.service_role === 'all') {
     const ports: Array<[string, number, string]> = [
       ['gateway.http_port', c.gateway.http_port, c.gateway.host],

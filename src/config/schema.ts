@@ -132,6 +132,8 @@ export const workerSchema = section({
 export const databaseSchema = section({
   /** Control database URL; null in development runs the embedded store. */
   url: z.string().min(1).max(4096).nullable().default(null),
+  /** A read replica of the control database for audit search and export (docs/operations.md); null reads the primary. */
+  read_url: z.string().min(1).max(4096).nullable().default(null),
   pool_max: positiveInt(1_000).default(10),
   connect_timeout_ms: positiveInt(120_000).default(5_000),
   statement_timeout_ms: positiveInt(3_600_000).default(30_000),
@@ -357,4 +359,4 @@ export type SecretRefPath = (typeof secretRefPaths)[number];
 export const secretValuePaths = ['admin.bootstrap_password', 'notifications.slack_webhook_url'] as const;
 
 /** URL fields whose userinfo password is masked. */
-export const credentialUrlPaths = ['database.url', 'redis.url'] as const;
+export const credentialUrlPaths = ['database.url', 'database.read_url', 'redis.url'] as const;

@@ -5,11 +5,21 @@ import { auditExportQuery, auditSearchQuery, registerAuditRoutes } from '../../a
 import type { AuditDatabase } from '../../audit/schema.js';
 import { requirePermission } from '../auth/principal.js';
 import type { AdminModule } from '../module.js';
+import { openStore, type Services } from '../../runtime/services.js';
 
-export const auditModule: AdminModule = ({ app, api, services }) => {
+/** The store audit searches read: database.read_url's replica when configured (its own small pool), else the primary. */
+async function auditReadStore(services: Services): Promise<Kysely<AuditDatabase>> {
+  const { config } = services;
+  if (config.database.read_url === null) return services.db as unknown as Kysely<AuditDatabase>;
+  const replica = await openStore({ ...config, database: { ...config.database, url: config.database.read_url, pool_max: Math.min(config.database.pool_max, 4) } }, services.log.child({ component: 'audit-read-store' }), { deferUnavailable: true });
+  services.onClose(() => replica.close());
+  return replica.db as unknown as Kysely<AuditDatabase>;
+}
+
+export const auditModule: AdminModule = async ({ app, api, services }) => {
   const check = requirePermission('audit:read');
   registerAuditRoutes(app, {
-    db: services.db as unknown as Kysely<AuditDatabase>,
+    db: await auditReadStore(services),
     authorize: async (req: FastifyRequest, reply: FastifyReply) => {
       await (check as (req: FastifyRequest, reply: FastifyReply) => Promise<void>).call(app, req, reply);
     },
