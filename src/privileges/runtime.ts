@@ -2,6 +2,7 @@
 import { GatehouseError } from '../errors/registry.js';
 import { KEY_SESSION_REVOKED_CHANNEL } from '../identity/key-sessions.js';
 import { POLICY_CHANGED_CHANNEL } from '../admin/policies/service.js';
+import { CATALOG_CHANGED_CHANNEL, type CatalogChangedMessage } from '../catalog/events.js';
 import { SOURCES_CHANGED_CHANNEL, type RegisteredSource, type SourceRegistry } from '../registry/sources.js';
 import type { Coordination, Unsubscribe } from '../coord/port.js';
 import type { Logger } from '../observability/logger.js';
@@ -66,6 +67,18 @@ export class ManagedPrivileges {
         // `<source id or *>` or `<source id>\u0000<origin instance>`: an announcement of this very process is not news.
         const [target = '*', origin] = m.split('\u0000');
         if (origin !== this.deps.instanceId) this.request(target, 'requested');
+      }),
+    );
+    // The catalog's scans (src/catalog/events.ts): a scan that found changes is a structure change to reconcile.
+    this.#unsubscribe.push(
+      await this.deps.coord.subscribe(CATALOG_CHANGED_CHANNEL, (raw) => {
+        let msg: Partial<CatalogChangedMessage>;
+        try {
+          msg = JSON.parse(raw) as Partial<CatalogChangedMessage>;
+        } catch {
+          return;
+        }
+        if (msg.reason === 'scanned' && typeof msg.source_id === 'string' && (msg.changes ?? 1) > 0) this.request(msg.source_id, 'catalog_scanned');
       }),
     );
     this.#timer = setInterval(() => this.request('*', 'periodic'), this.deps.intervalMs);

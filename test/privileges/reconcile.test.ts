@@ -5,6 +5,7 @@ import { sqlError } from '../pgwire/fixture.js';
 import { privilegeState, startManagedWorld, type ManagedWorld } from './fixture.js';
 import { waitFor } from '../support/wait.js';
 import { TEST_PG_HOST, TEST_PG_PORT } from '../support/pg.js';
+import { CATALOG_CHANGED_CHANNEL, type CatalogChangedMessage } from '../../src/catalog/events.js';
 
 let mw: ManagedWorld;
 
@@ -106,6 +107,15 @@ describe('reconciliation follows the gateway rules', () => {
     expect(await has(reader(), 'public.orders', 'select')).toBe(true);
     expect(await has(`${mw.prefix}r_writer`, 'public.orders', 'insert')).toBe(true);
     expect(await has(reader(), 'public.orders', 'insert')).toBe(false);
+  });
+
+  test('a catalog scan that found changes triggers a reconciliation (the catalog hook)', async () => {
+    await mw.asAdmin((c) => c.query('create table invoices (id int)'));
+    expect(await has(reader(), 'public.invoices', 'select')).toBe(false);
+    // What a worker announces after storing a scan (src/catalog/events.ts), on the coordination channel every process hears.
+    const msg: CatalogChangedMessage = { source_id: mw.sourceId, reason: 'scanned', status: 'ok', changes: 1, version: 2 };
+    await mw.world.svc.running.services.coord.publish(CATALOG_CHANGED_CHANNEL, JSON.stringify(msg));
+    await waitFor(() => has(reader(), 'public.invoices', 'select'), 10_000, 'the new table granted', 50);
   });
 
   test('drift made by hand is reported by the dry run, then corrected and audited', async () => {
