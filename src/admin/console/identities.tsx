@@ -207,13 +207,14 @@ export function registerIdentityPages({ app, api, services }: AdminModuleContext
     },
   });
 
-  const detailPage = async (ctx: PageContext, id: number, forms: { edit?: FormState; grant?: FormState } = {}) => {
+  const detailPage = async (ctx: PageContext, id: number, forms: { edit?: FormState; grant?: FormState; sso?: FormState } = {}) => {
     const row = await getIdentityById(db, id);
     if (!row) return null;
     const [grants, sources] = await Promise.all([listGrantsForIdentity(db, id), listDataSources(db)]);
     const canWrite = ctx.can('identities:write');
     const edit = forms.edit ?? emptyForm({ name: row.name, agent_type: row.agent_type, roles: row.roles.join(', '), team: row.team ?? '', pg_username: row.pg_username ?? '', mapped_pg_role: row.mapped_pg_role ?? '' });
     const grant = forms.grant ?? emptyForm({ role_key: 'reader' });
+    const sso = forms.sso ?? emptyForm({ subject: row.oidc_subject ?? '', email: row.oidc_email ?? '' });
     return (
       <Layout ctx={ctx} title={`Identity ${row.name}`} crumbs={crumbs({ label: row.name })}>
         <dl class="props">
@@ -233,6 +234,10 @@ export function registerIdentityPages({ app, api, services }: AdminModuleContext
           <dd safe>{row.pg_username ?? row.name}</dd>
           <dt>Mapped PostgreSQL role</dt>
           <dd safe>{row.mapped_pg_role ?? ''}</dd>
+          <dt>Single sign-on subject</dt>
+          <dd safe>{row.oidc_subject === null ? 'not mapped' : `${row.oidc_subject} (${row.oidc_issuer ?? ''})`}</dd>
+          <dt>Single sign-on email</dt>
+          <dd safe>{row.oidc_email ?? ''}</dd>
           <dt>Created</dt>
           <dd>
             <Time value={row.created_at} />
@@ -301,6 +306,18 @@ export function registerIdentityPages({ app, api, services }: AdminModuleContext
               <Field form={grant} name="role_key" label="Role" required hint="A role of that source, e.g. reader, writer, admin." />
               <Field form={grant} name="expires_at" label="Expires at" hint="Optional, ISO 8601 with a time zone (e.g. 2026-12-31T23:59:00Z); empty: never." />
             </ConsoleForm>
+            <h2>Single sign-on</h2>
+            <ConsoleForm ctx={ctx} form={sso} action={`${BASE}/${id}/oidc`} submit="Save mapping">
+              <Field form={sso} name="subject" label="Subject" required maxlength={512} hint="The `sub` of this agent's JWTs at the configured issuer (docs/agent-jwt.md)." />
+              <Field form={sso} name="email" label="Email" maxlength={320} hint="Informational only; never used to find the identity." />
+            </ConsoleForm>
+            {row.oidc_subject !== null ? (
+              <div class="form-actions">
+                <PostButton ctx={ctx} action={`${BASE}/${id}/oidc/remove`} label="Remove mapping" variant="danger" />
+              </div>
+            ) : (
+              ''
+            )}
             <h2>Edit</h2>
             <EditForm ctx={ctx} form={edit} id={id} />
           </>
@@ -311,7 +328,7 @@ export function registerIdentityPages({ app, api, services }: AdminModuleContext
     );
   };
 
-  const detailOr404 = async (ctx: PageContext, id: number, forms?: { edit?: FormState; grant?: FormState }) => {
+  const detailOr404 = async (ctx: PageContext, id: number, forms?: { edit?: FormState; grant?: FormState; sso?: FormState }) => {
     const page = await detailPage(ctx, id, forms);
     if (!page) throw new GatehouseError('not_found', 'There is no such identity.');
     return page;
@@ -380,6 +397,33 @@ export function registerIdentityPages({ app, api, services }: AdminModuleContext
           </p>
         </Layout>
       );
+    },
+  });
+
+  // The subject mapping (spec §4 /api/admin-auth/oidc/agents/{identity_id}) through the same API route, so the rules and the audit are one.
+  registerConsoleForm(app, api, {
+    url: `${BASE}/:id/oidc`,
+    summary: 'Map the identity to a single sign-on subject (form: subject, email)',
+    permission: 'identities:write',
+    schema: z.object({ subject: requiredText(512), email: optionalText(320) }),
+    render: (req, ctx, form) => detailOr404(ctx, pageId((req.params as { id: string }).id), { sso: form }),
+    handle: async ({ req, reply, body }) => {
+      const id = pageId((req.params as { id: string }).id);
+      okOrThrow(await callApi(app, req, 'PUT', `/api/admin-auth/oidc/agents/${id}`, { subject: body.subject, email: body.email || null }));
+      return reply.redirect(`${BASE}/${id}`, 303);
+    },
+  });
+
+  registerConsoleForm(app, api, {
+    url: `${BASE}/:id/oidc/remove`,
+    summary: "Remove the identity's single sign-on mapping",
+    permission: 'identities:write',
+    schema: z.object({}),
+    render: (req, ctx) => detailOr404(ctx, pageId((req.params as { id: string }).id)),
+    handle: async ({ req, reply }) => {
+      const id = pageId((req.params as { id: string }).id);
+      okOrThrow(await callApi(app, req, 'DELETE', `/api/admin-auth/oidc/agents/${id}`));
+      return reply.redirect(`${BASE}/${id}`, 303);
     },
   });
 
