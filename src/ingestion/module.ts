@@ -3,9 +3,11 @@ import type { AdminModule } from '../admin/module.js';
 import { buildJobRoutes } from './job-routes.js';
 import { buildWorkerRoutes } from './worker-routes.js';
 import { buildSyncRoutes } from './sync-routes.js';
+import { registerIngestionPages } from './pages.js';
 
 export const ingestionModule: AdminModule = (ctx) => {
   buildJobRoutes(ctx);
   buildWorkerRoutes(ctx);
   buildSyncRoutes(ctx);
+  registerIngestionPages(ctx);
 };

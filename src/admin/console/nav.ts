@@ -17,6 +17,7 @@ export const navEntries: NavEntry[] = [
   { href: '/dashboard/access-control/identities', label: 'Identities', permission: 'identities:read', order: 40 },
   { href: '/dashboard/alerts', label: 'Alerts', permission: 'alerts:read', order: 60 },
   { href: '/dashboard/data-sources', label: 'Data sources', permission: 'sources:read', order: 50 },
+  { href: '/dashboard/ingestion/jobs', label: 'Ingestion', permission: 'jobs:read', order: 70 },
 ];
 
 /** The entries an admin may see, in menu order. */
