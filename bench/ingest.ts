@@ -90,7 +90,9 @@ async function main(): Promise<void> {
     if (sync.json.jobs_created !== DOCS) throw new Error(`sync created ${sync.json.jobs_created} jobs`);
 
     const one = await ingestWith(world, 1);
+    console.log(`pdftotext ${baseline.toFixed(1)} docs/s; gatehouse 1 worker ${one.docsPerSecond.toFixed(1)} docs/s, max RSS ${one.maxRssMb.toFixed(0)} MB`);
     const two = await ingestWith(world, 2);
+    console.log(`gatehouse 2 workers ${two.docsPerSecond.toFixed(1)} docs/s, max RSS per worker ${two.maxRssMb.toFixed(0)} MB`);
 
     // Top the index up to SEARCH_PAGES pages of the same kind of text, then search through MCP.
     const db = world.svc.running.services.db;
@@ -98,9 +100,14 @@ async function main(): Promise<void> {
     const extraDocs = Math.ceil(Math.max(0, SEARCH_PAGES - have) / PAGES);
     await sql`insert into ingestion_documents (source_id, path, content_type, byte_size, sha256, page_count)
       select 'bench', 'synthetic/' || g || '.pdf', 'application/pdf', 0, md5(g::text), ${PAGES} from generate_series(1, ${extraDocs}) g`.execute(db);
-    await sql`insert into ingestion_document_pages (document_id, page_no, text)
-      select d.id, p, (select string_agg('w' || to_hex(((d.id * 7919 + p * 104729 + k * 31) % ${VOCAB})::int), ' ') from generate_series(1, 300) k)
-      from ingestion_documents d, generate_series(1, ${PAGES}) p where d.path like 'synthetic/%'`.execute(db);
+    const ids = (await sql<{ id: number }>`select id from ingestion_documents where path like 'synthetic/%' order by id`.execute(db)).rows.map((r) => r.id);
+    // In batches: one statement per 200 documents stays well inside the statement timeout on a busy machine.
+    for (let i = 0; i < ids.length; i += 200) {
+      const batch = ids.slice(i, i + 200);
+      await sql`insert into ingestion_document_pages (document_id, page_no, text)
+        select d, p, (select string_agg('w' || to_hex(((d * 7919 + p * 104729 + k * 31) % ${VOCAB})::int), ' ') from generate_series(1, 300) k)
+        from unnest(${sql.val(batch)}::bigint[]) d, generate_series(1, ${PAGES}) p`.execute(db);
+    }
     await sql`analyze ingestion_document_pages`.execute(db);
     const pages = Number((await sql<{ n: number }>`select count(*)::int as n from ingestion_document_pages`.execute(db)).rows[0]!.n);
 
