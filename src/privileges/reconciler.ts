@@ -3,7 +3,7 @@ import { createHash } from 'node:crypto';
 import type pg from 'pg';
 import { compilePolicies, type CompiledPolicySet } from '../governance/policy/index.js';
 import { roleRulesSchema, type Grant, type SourceRole } from '../governance/source-roles.js';
-import { desiredPrivileges, type DesiredPrivileges, type PrivilegeIdentity } from '../governance/privileges/desired.js';
+import { desiredPrivileges, type DesiredInput, type DesiredPrivileges, type PrivilegeIdentity } from '../governance/privileges/desired.js';
 import { emptyPlan, planReconciliation, planStatements, planSummary, type Plan } from '../governance/privileges/plan.js';
 import { postgresConfigSchema, sanitizePgError, type PostgresConfig } from '../connectors/postgres.js';
 import { connectPostgres } from '../connectors/postgres-connect.js';
@@ -122,6 +122,46 @@ function driftOf(plan: Plan): number {
   return plan.revokes.length + plan.revokeMemberships.length + plan.resetAttributes.length + plan.dropRoles.length;
 }
 
+export interface ReconcileTarget {
+  readonly sourceId: string;
+  readonly prefix: string;
+  /** The sessions' login user: made a member of every managed role so it can SET ROLE to them. */
+  readonly loginUser: string;
+  readonly inputs: Omit<DesiredInput, 'sourceId' | 'prefix' | 'structure' | 'now'>;
+  readonly dryRun: boolean;
+}
+
+type Report = Omit<ReconcileResult, 'source_id' | 'dry_run' | 'duration_ms'>;
+
+/**
+ * The reconciliation itself on an admin connection: structure and actual privileges read, desired computed, the plan
+ * applied in one transaction and verified. `onPlan` sees the plan's report before it is applied (for a failure's report).
+ */
+export async function reconcileOn(client: pg.Client, t: ReconcileTarget, onPlan: (r: Report) => void = () => undefined): Promise<Report> {
+  const structure = await readStructure(client);
+  const desired = desiredPrivileges({ sourceId: t.sourceId, prefix: t.prefix, structure, ...t.inputs, now: new Date() });
+  const plan = planReconciliation(desired, await readActual(client, t.prefix, t.loginUser));
+  const statements = planStatements(plan, t.loginUser);
+  const report = { ok: true, summary: planSummary(plan), drift: driftOf(plan), statements: statements.slice(0, MAX_REPORTED_STATEMENTS), statement_count: statements.length, error: null };
+  onPlan(report);
+  if (t.dryRun || statements.length === 0) return { ...report, desired };
+  await client.query('BEGIN');
+  try {
+    for (let i = 0; i < statements.length; i += STATEMENTS_PER_ROUND) await client.query(statements.slice(i, i + STATEMENTS_PER_ROUND).join(';\n'));
+    await client.query('COMMIT');
+  } catch (err) {
+    await client.query('ROLLBACK').catch(() => undefined);
+    const e = err as { code?: string; message?: string };
+    // PostgreSQL's own message names objects and roles of the plan, never a secret; the SQLSTATE says the class.
+    throw new ReconcileError(`the plan could not be applied (SQLSTATE ${e.code ?? '?'}: ${String(e.message ?? '').slice(0, 300)})`);
+  }
+  const left = planReconciliation(desired, await readActual(client, t.prefix, t.loginUser));
+  if (!emptyPlan(left)) {
+    throw new ReconcileError(`after applying, ${planStatements(left, t.loginUser).length} difference(s) remain (e.g. grants made by another grantor the privilege admin cannot revoke)`);
+  }
+  return { ...report, desired };
+}
+
 /**
  * One reconciliation. With `dryRun` nothing is changed: the answer is the plan. Otherwise the plan runs in one
  * transaction (all or nothing), and the source's privileges are read again: anything still different (a grant by
@@ -135,44 +175,15 @@ export async function reconcileSource(deps: ReconcileDeps, source: RegisteredSou
   if (settings === null) return done({ ok: false, summary: {}, drift: 0, statements: [], statement_count: 0, error: 'the source does not use managed privileges' });
   const { config, prefix } = settings;
   let client: pg.Client | null = null;
-  let plan: Plan | null = null;
-  let statements: string[] = [];
+  let partial: Partial<ReconcileResult> = {};
   try {
     const inputs = await loadInputs(deps, source.source_id);
     client = await adminClient(deps, source.source_id, config);
-    const structure = await readStructure(client);
-    const desired = desiredPrivileges({ sourceId: source.source_id, prefix, structure, ...inputs, now: new Date() });
-    plan = planReconciliation(desired, await readActual(client, prefix, config.user));
-    statements = planStatements(plan, config.user);
-    const report = { summary: planSummary(plan), drift: driftOf(plan), statements: statements.slice(0, MAX_REPORTED_STATEMENTS), statement_count: statements.length };
-    if (opts.dryRun) return done({ ok: true, ...report, error: null, desired });
-    if (statements.length > 0) {
-      await client.query('BEGIN');
-      try {
-        for (let i = 0; i < statements.length; i += STATEMENTS_PER_ROUND) await client.query(statements.slice(i, i + STATEMENTS_PER_ROUND).join(';\n'));
-        await client.query('COMMIT');
-      } catch (err) {
-        await client.query('ROLLBACK').catch(() => undefined);
-        const e = err as { code?: string; message?: string };
-        // PostgreSQL's own message names objects and roles of the plan, never a secret; the SQLSTATE says the class.
-        throw new ReconcileError(`the plan could not be applied (SQLSTATE ${e.code ?? '?'}: ${String(e.message ?? '').slice(0, 300)})`);
-      }
-      const left = planReconciliation(desired, await readActual(client, prefix, config.user));
-      if (!emptyPlan(left)) {
-        throw new ReconcileError(`after applying, ${planStatements(left, config.user).length} difference(s) remain (e.g. grants made by another grantor the privilege admin cannot revoke)`);
-      }
-    }
-    return done({ ok: true, ...report, error: null, desired });
+    const r = await reconcileOn(client, { sourceId: source.source_id, prefix, loginUser: config.user, inputs, dryRun: opts.dryRun }, (p) => (partial = p));
+    return done(r);
   } catch (err) {
     const message = err instanceof ReconcileError ? err.message : `reconciliation failed (${sanitizePgError(err)})`;
-    return done({
-      ok: false,
-      summary: plan ? planSummary(plan) : {},
-      drift: plan ? driftOf(plan) : 0,
-      statements: statements.slice(0, MAX_REPORTED_STATEMENTS),
-      statement_count: statements.length,
-      error: message,
-    });
+    return done({ ok: false, summary: partial.summary ?? {}, drift: partial.drift ?? 0, statements: partial.statements ?? [], statement_count: partial.statement_count ?? 0, error: message });
   } finally {
     await client?.end().catch(() => undefined);
   }

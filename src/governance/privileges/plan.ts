@@ -65,8 +65,18 @@ export function planReconciliation(desired: DesiredPrivileges, actual: ActualPri
     }
     const wantKeys = new Set((want ?? []).map(atomKey));
     const haveKeys = new Set((have?.atoms ?? []).map(atomKey));
-    for (const a of have?.atoms ?? []) if (!wantKeys.has(atomKey(a))) revokes.push({ role: name, atom: a });
-    for (const a of want ?? []) if (!haveKeys.has(atomKey(a))) grants.push({ role: name, atom: a });
+    // A table-level REVOKE of a privilege also drops that privilege's column-level grants on the table: those the
+    // role should keep are granted again after it.
+    const revokedTables = new Set<string>();
+    for (const a of have?.atoms ?? []) {
+      if (wantKeys.has(atomKey(a))) continue;
+      revokes.push({ role: name, atom: a });
+      if (a.kind === 'table') revokedTables.add(JSON.stringify([a.schema, a.name, a.privilege]));
+    }
+    for (const a of want ?? []) {
+      const regrant = a.kind === 'column' && revokedTables.has(JSON.stringify([a.schema, a.name, a.privilege]));
+      if (regrant || !haveKeys.has(atomKey(a))) grants.push({ role: name, atom: a });
+    }
     if (want === undefined) dropRoles.push(name);
     else if (!actual.loginMemberOf.has(name)) grantLogin.push(name);
   }

@@ -127,4 +127,12 @@ describe('desired privileges', () => {
       'DROP ROLE "gh_i_9"',
     ]);
   });
+
+  it('re-grants kept columns after a table-level REVOKE (PostgreSQL drops column grants of that privilege with it)', () => {
+    const col = (c: string): PrivilegeAtom => ({ kind: 'column', schema: 'public', name: 't', column: c, privilege: 'SELECT' });
+    const table: PrivilegeAtom = { kind: 'table', schema: 'public', name: 't', column: '', privilege: 'SELECT' };
+    const desired = { roles: new Map([['gh_r', [col('a')]]]), sessionRoles: new Map<number, string>(), baseRole: 'gh_base' };
+    const actual = { roles: new Map<string, ActualRole>([['gh_r', { name: 'gh_r', atoms: [table, col('a')], memberOf: [], extraAttributes: [] }]]), loginMemberOf: new Set(['gh_r']) };
+    expect(planStatements(planReconciliation(desired, actual), 'login')).toEqual(['REVOKE SELECT ON TABLE "public"."t" FROM "gh_r"', 'GRANT SELECT ("a") ON TABLE "public"."t" TO "gh_r"']);
+  });
 });
