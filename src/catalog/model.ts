@@ -1,5 +1,7 @@
 // The catalog's data model (pure): a captured structure, its node paths, and PostgreSQL-style quoting of path segments (docs/catalog.md).
 
+import { joinName } from '../governance/sql/names.js';
+
 export type RelationKind = 'table' | 'view' | 'matview' | 'partitioned' | 'foreign';
 export type ObjectType = 'schema' | RelationKind | 'column' | 'operation';
 
@@ -113,9 +115,9 @@ export function parsePath(text: string): string[] | null {
   return out.length >= 1 && out.length <= 3 ? out : null;
 }
 
-/** The dotted name the governance core uses for a column (`schema.table.column`, unquoted, as its SQL analysis names them). */
+/** The name the governance core uses for a column (`schema.table.column`; a part holding `.` or `"` quoted: governance/sql/names.ts). */
 export function governedColumn(schema: string, table: string, column: string): string {
-  return `${schema}.${table}.${column}`;
+  return joinName(schema, table, column);
 }
 
 export function emptyStructure(kind: CatalogStructure['kind']): CatalogStructure {

@@ -28,6 +28,7 @@ import { CATALOG_SCAN_REQUESTED_CHANNEL } from './events.js';
 import { catalogEventsFor } from './runtime.js';
 import { CLASSIFICATION_PATTERN } from './classify.js';
 import { resolveAnnotationPath, treeOf } from './tree.js';
+import { namingReport } from './naming-service.js';
 import type { CatalogStructure } from './model.js';
 
 const iso = (d: Date | null) => (d === null ? null : d.toISOString());
@@ -159,14 +160,13 @@ export const catalogModule: AdminModule = ({ app, api, services }) => {
     handler: async ({ params, body, req, reply }) => {
       await sourceOr404(services, params.source_id);
       if (!services.config.catalog.enabled) throw validationError([{ loc: ['path', 'source_id'], msg: 'catalog scanning is disabled (catalog.enabled is false)', type: 'value_error' }]);
-      const before = (await latestSnapshot(services.db, params.source_id))?.id ?? 0;
       const requestedAt = await requestScan(services.db, params.source_id);
       await services.coord.publish(CATALOG_SCAN_REQUESTED_CHANNEL, params.source_id).catch(() => undefined);
       await audit(services, req, 'catalog.scan', { type: 'data_source', id: params.source_id }, undefined, 202);
       const deadline = Date.now() + body.wait_seconds * 1000;
       while (Date.now() < deadline) {
         const last = await latestSnapshot(services.db, params.source_id);
-        if (last !== undefined && last.id > before) return reply.code(200).send({ source_id: params.source_id, requested_at: requestedAt.toISOString(), snapshot: presentSnapshot(last) });
+        if (last !== undefined && last.started_at >= requestedAt) return reply.code(200).send({ source_id: params.source_id, requested_at: requestedAt.toISOString(), snapshot: presentSnapshot(last) });
         await new Promise((r) => setTimeout(r, 100));
       }
       return { source_id: params.source_id, requested_at: requestedAt.toISOString(), snapshot: null };
@@ -264,6 +264,15 @@ export const catalogModule: AdminModule = ({ app, api, services }) => {
       await catalogEventsFor(services).announce({ source_id: params.source_id, reason: 'settings' });
       return { source_id: params.source_id, drift_protection: body.drift_protection };
     },
+  });
+
+  api.route(app, {
+    method: 'GET',
+    url: '/api/catalog/naming-report',
+    summary: 'Role rules and deny/redact policies whose table or column names resolve ambiguously, not at all, or differently since the last scan',
+    tags,
+    preHandler: read,
+    handler: async () => namingReport(services.db),
   });
 
   // Console form endpoints (spec §4): form-encoded, CSRF token in the form or header; success redirects back (303).

@@ -1,4 +1,5 @@
 // One catalog scan of one source: the cross-worker lock, capture with the source's own credentials, the diff against the last snapshot, drift protection, and the stored snapshot (docs/catalog.md).
+import { sql } from 'kysely';
 import { request } from 'undici';
 import type { Dispatcher } from 'undici';
 import type { Config } from '../config/index.js';
@@ -90,7 +91,8 @@ export class CatalogScanner {
     if (type !== 'postgres' && !(type === 'http' && typeof source.connection_config.openapi_path === 'string')) {
       return { status: 'skipped', reason: 'nothing to capture for this source type' };
     }
-    const startedAt = new Date();
+    // The control store's clock, like scan_requested_at: "a request is served by a scan that began after it" compares one clock.
+    const startedAt = (await sql<{ now: Date }>`select now() as now`.execute(deps.db)).rows[0]!.now;
     let structure: CatalogStructure;
     try {
       structure = type === 'postgres' ? await this.#capturePostgres(sourceId, source.connection_config) : await this.#captureOpenApi(sourceId, source.connection_config);

@@ -53,7 +53,7 @@ describe('classifications for governance', () => {
   );
   it('maps columns to tags and tags to governed column names', () => {
     expect(c.columnTags.get('public.users.email')).toEqual(['contact']);
-    expect(c.byTag.get('contact')).toEqual(['public.users.email', 'Mixed Case.Users.E.mail']);
+    expect(c.byTag.get('contact')).toEqual(['public.users.email', 'Mixed Case.Users."E.mail"']);
     expect(c.protectedColumns).toEqual(['public.users.nickname']);
     expect(c.operations).toHaveLength(1);
     expect(c.operations[0]!.byTag.get('contact')).toEqual(['email']);
@@ -75,7 +75,7 @@ describe('classifications for governance', () => {
       { version: 1 },
     );
     const input = { identity: { id: 7, roles: [], team: null }, source_id: 's', operation: 'read' as const, columns: ['public.users.email'], classification_tags: ['contact'], classified: c.byTag, roleDecision: { allowed: true } };
-    expect(evaluate(set, input).obligations.redact_columns).toEqual(['Mixed Case.Users.E.mail', 'public.users.email']);
+    expect(evaluate(set, input).obligations.redact_columns).toEqual(['Mixed Case.Users."E.mail"', 'public.users.email']);
     expect(evaluate(set, { ...input, identity: { id: 8, roles: [], team: null } }).obligations.redact_columns).toEqual([]);
     expect(evaluate(set, { ...input, classification_tags: ['secret'] }).effect).toBe('deny');
     expect(evaluate(set, { ...input, classified: undefined }).obligations.redact_columns).toEqual([]);
