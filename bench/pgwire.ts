@@ -8,9 +8,11 @@ import net from 'node:net';
 import { loadavg, tmpdir } from 'node:os';
 import path from 'node:path';
 import { startWireWorld } from '../test/pgwire/fixture.js';
+import { dropRoles } from '../test/privileges/fixture.js';
 import { cpuMeter } from './proc.js';
 
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 10);
+const MANAGED_PREFIX = `ghpb${Date.now().toString(36).slice(-5)}_`;
 const CLIENTS = 8;
 // Knobs for profiling one side at a time (the defaults are the issue's full run).
 const TARGETS = (process.env.BENCH_TARGETS ?? 'direct,pgbouncer,node-pipe,node-frames,gatehouse').split(',');
@@ -85,7 +87,10 @@ function pgbench(args: string[], env: Record<string, string> = {}): Promise<Run>
 }
 
 async function main(): Promise<void> {
-  const ww = await startWireWorld({ sourceId: 'benchsrc', setupSql: 'select 1', sourceConfig: { pool_max: 16 }, env: { SERVICE_OBSERVABILITY__LOG_LEVEL: 'warn', SERVICE_AUDIT__DURABILITY_MODE: AUDIT_MODE, SERVICE_GATEWAY__PROCESSES: String(PROCESSES), ...SERVICE_ENV } });
+  // BENCH_MANAGED=1: the source uses managed privileges (docs/least-privilege.md; the superuser is the privilege admin
+  // here only because pgbench -i creates its tables as postgres): sessions SET ROLE once to the managed role.
+  const managed = process.env.BENCH_MANAGED === '1' ? { privileges: 'managed', privilege_admin: { user: 'postgres' }, managed_role_prefix: MANAGED_PREFIX } : {};
+  const ww = await startWireWorld({ sourceId: 'benchsrc', setupSql: 'select 1', sourceConfig: { pool_max: 16, ...managed }, env: { SERVICE_OBSERVABILITY__LOG_LEVEL: 'warn', SERVICE_AUDIT__DURABILITY_MODE: AUDIT_MODE, SERVICE_GATEWAY__PROCESSES: String(PROCESSES), ...SERVICE_ENV } });
   const db = ww.upstream.name;
   execFileSync('pgbench', ['-i', '-q', '-s', '10', '-h', '127.0.0.1', '-p', '5432', '-U', 'postgres', db], { stdio: 'ignore' });
   const agent = await ww.world.agent('bench-agent', [{ source_id: ww.sourceId, role_key: 'writer' }]);
@@ -156,6 +161,7 @@ async function main(): Promise<void> {
   } finally {
     for (const p of [bouncer, ...bouncerGroup, ...[...relays.values()].map((r) => r.child)]) p.kill('SIGTERM');
     await ww.stop();
+    if (process.env.BENCH_MANAGED === '1') await dropRoles(MANAGED_PREFIX);
     rmSync(dir, { recursive: true, force: true });
   }
   // PgBouncer's figure is its better configuration: one process, or one per gateway process.
