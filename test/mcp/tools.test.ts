@@ -69,14 +69,29 @@ describe('discovery', () => {
     expect({ ...granted.s, request_id: null }).toEqual({ ...unknown.s, request_id: null });
   });
 
-  test('describe_source: type and allowed operations, no catalog captured, never row data', async () => {
+  test('describe_source: type, allowed operations and the captured catalog cut to what the roles name, never row data', async () => {
+    const scanned = await mw.world.admin('POST', `/api/data-sources/${PG_SOURCE}/catalog/scan`, { wait_seconds: 30 });
+    expect(scanned.json.snapshot?.status).toBe('ok');
     const client = await mw.connect(reader.key);
     const r = await call(client, 'describe_source', { source_id: PG_SOURCE });
     expect(r.isError).toBe(false);
-    expect(r.s).toMatchObject({ source_id: PG_SOURCE, type: 'postgres', catalog: null, catalog_status: 'no catalog captured', allowed: { sql_operations: ['read'] } });
+    expect(r.s).toMatchObject({ source_id: PG_SOURCE, type: 'postgres', allowed: { sql_operations: ['read'] }, catalog: { kind: 'sql', hidden: 0 } });
+    expect(r.s.catalog_status).toMatch(/^captured .* \(version \d+\)$/);
+    const customers = r.s.catalog.relations.find((x: Structured) => x.name === 'customers');
+    expect(customers.columns.map((c: Structured) => c.name)).toEqual(['id', 'name', 'email', 'ssn']);
+    expect(r.text).toContain('public.customers(id integer');
     expect(JSON.stringify(r.s)).not.toContain('Ada');
     const h = await call(client, 'describe_source', { source_id: HTTP_SOURCE });
     expect(h.s.allowed.http).toEqual([{ methods: ['GET'], paths: ['/**'], approval: 'never' }]);
+    expect(h.s).toMatchObject({ catalog: null, catalog_status: 'no catalog captured' });
+    // A role that names one table sees that table only; the rest is counted, never named.
+    const role = await mw.world.admin('POST', `/api/data-sources/${PG_SOURCE}/roles`, { role_key: 'customers-only', rules: { sql: [{ operations: ['read'], tables: ['public.customers'] }] } });
+    expect(role.status).toBeLessThan(300);
+    const narrow = await mw.world.agent('mcp-narrow', [{ source_id: PG_SOURCE, role_key: 'customers-only' }]);
+    const n = await call(await mw.connect(narrow.key), 'describe_source', { source_id: PG_SOURCE });
+    expect(n.s.catalog.relations.map((x: Structured) => x.name)).toEqual(['customers']);
+    expect(n.s.catalog.hidden).toBeGreaterThan(0);
+    expect(JSON.stringify(n.s)).not.toContain('notes');
   });
 });
 

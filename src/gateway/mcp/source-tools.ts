@@ -4,6 +4,9 @@ import { GatehouseError } from '../../errors/registry.js';
 import { activeRoles, type SourceRole } from '../../governance/source-roles.js';
 import type { RegisteredSource } from '../../registry/sources.js';
 import { listGrantsForIdentity } from '../../store/repos/grants.js';
+import { latestStructure } from '../../store/repos/catalog.js';
+import { visibleCatalog } from '../../catalog/describe.js';
+import type { CatalogStructure } from '../../catalog/model.js';
 import { SOURCE_ID_PATTERN, SOURCE_ID_RULE, structuredResult, type ToolDefinition, type ToolRun } from './context.js';
 
 /** One usable role on a source, as the agent may see it: its key and what its rules allow. */
@@ -104,10 +107,19 @@ export const describeSourceTool: ToolDefinition<typeof describeSourceSchema> = {
       sql_operations: [...new Set(roles.flatMap((r) => r.sql.flatMap((s) => s.operations)))],
       sql_tables: [...new Set(roles.flatMap((r) => r.sql.flatMap((s) => s.tables)))],
     };
-    // No catalog store exists yet (spec §2 "Catalog" is captured by the worker); saying so beats an empty structure that reads as "no tables".
-    const structured = { ...summaryOf(source, roles), allowed, catalog: null, catalog_status: 'no catalog captured' };
+    // The catalog the worker captured (docs/catalog.md), cut to what the caller's roles name: structure only, never rows.
+    const latest = await latestStructure(run.deps.db, source.source_id);
+    const catalog = latest === undefined ? null : visibleCatalog(latest.structure as unknown as CatalogStructure, { sqlTables: allowed.sql_tables, http: allowed.http });
+    const status = latest === undefined ? 'no catalog captured' : `captured ${latest.finished_at.toISOString()} (version ${latest.version}${latest.truncated_by ? `, truncated by ${latest.truncated_by}` : ''})`;
+    const structured = { ...summaryOf(source, roles), allowed, catalog, catalog_status: status };
     const how = source.source_type === 'http' ? 'Use http_request with this source_id.' : 'Use query with this source_id.';
-    const text = `${source.source_id} (${source.source_type}, ${source.name}). ${roles.map((r) => `${r.role_key}: ${r.summary}`).join(' | ')}. No catalog captured. ${how}`;
+    const shown =
+      catalog === null
+        ? 'No catalog captured.'
+        : catalog.kind === 'sql'
+          ? `Catalog: ${catalog.relations.map((r) => `${r.schema}.${r.name}(${r.columns.map((c) => `${c.name} ${c.type}`).join(', ')})`).join('; ') || 'no table your roles name'}.`
+          : `Catalog: ${catalog.operations.map((o) => `${o.method} ${o.path}`).join('; ') || 'no operation your roles allow'}.`;
+    const text = `${source.source_id} (${source.source_type}, ${source.name}). ${roles.map((r) => `${r.role_key}: ${r.summary}`).join(' | ')}. ${shown} ${how}`;
     return { result: structuredResult(structured, text), audit: { operation: 'describe_source' } };
   },
 };
