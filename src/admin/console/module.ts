@@ -5,6 +5,7 @@ import { registerOverviewPage } from './overview.js';
 import { registerThemeRoute } from './theme.js';
 import { registerIdentityPages } from './identities.js';
 import { registerDataSourcePages } from './data-sources.js';
+import { registerApprovalPages } from './approvals.js';
 
 export const consoleModule: AdminModule = (ctx) => {
   registerAssetRoutes(ctx.app);
@@ -13,4 +14,5 @@ export const consoleModule: AdminModule = (ctx) => {
   registerOverviewPage(ctx);
   registerIdentityPages(ctx);
   registerDataSourcePages(ctx);
+  registerApprovalPages(ctx);
 };

@@ -14,6 +14,7 @@ export interface NavEntry {
 /** Add a page's entry here (one line each keeps parallel edits mergeable). */
 export const navEntries: NavEntry[] = [
   { href: '/dashboard/overview', label: 'Overview', permission: null, order: 10 },
+  { href: '/dashboard/approvals', label: 'Approvals', permission: 'approvals:read', order: 20 },
   { href: '/dashboard/access-control/identities', label: 'Identities', permission: 'identities:read', order: 40 },
   { href: '/dashboard/alerts', label: 'Alerts', permission: 'alerts:read', order: 60 },
   { href: '/dashboard/data-sources', label: 'Data sources', permission: 'sources:read', order: 50 },
