@@ -27,8 +27,7 @@ async function mappedAdmin(username: string, subject: string, groups: string[], 
 }
 
 /** Starts at the admin's /auth/oidc/login and returns the provider's redirect back (not yet delivered to the admin). */
-async function providerRedirect(subject: string, next?: string): Promise<URL> {
-  const browser = new CookieBrowser();
+async function providerRedirect(subject: string, next?: string, browser = new CookieBrowser()): Promise<URL> {
   const start = await browser.get(`${world.svc.adminUrl}/auth/oidc/login${next ? `?next=${encodeURIComponent(next)}` : ''}`);
   expect(start.status).toBe(303);
   const authUrl = new URL(start.headers.get('location')!);
@@ -38,12 +37,17 @@ async function providerRedirect(subject: string, next?: string): Promise<URL> {
   expect(authUrl.searchParams.get('nonce')).toMatch(/^[A-Za-z0-9_-]{43}$/);
   expect(authUrl.searchParams.get('state')).toMatch(/^[A-Za-z0-9_-]{43}$/);
   expect(authUrl.searchParams.get('scope')).toBe('openid email groups');
-  return signInAtProvider(browser, authUrl.href, subject);
+  const redirect = await signInAtProvider(browser, authUrl.href, subject);
+  browsers.set(redirect.href, browser);
+  return redirect;
 }
 
-/** Delivers the provider's redirect to the admin's callback. */
-async function callback(redirect: URL): Promise<Response> {
-  return fetch(`${world.svc.adminUrl}/auth/oidc/callback${redirect.search}`, { redirect: 'manual' });
+/** The browser each provider redirect was made in: its callback carries that browser's flow cookie. */
+const browsers = new Map<string, CookieBrowser>();
+
+/** Delivers the provider's redirect to the admin's callback, in the browser that started it unless another is given. */
+async function callback(redirect: URL, browser = browsers.get(redirect.href) ?? new CookieBrowser()): Promise<Response> {
+  return browser.get(`${world.svc.adminUrl}/auth/oidc/callback${redirect.search}`);
 }
 
 async function sessionOf(res: Response): Promise<{ status: number; roles?: string[]; cookie: string | null }> {
@@ -110,6 +114,21 @@ describe('refusals: a page that says why, an audit event, no session', () => {
     const state = redirect.searchParams.get('state')!;
     redirect.searchParams.set('state', `${state.slice(0, -2)}${state.endsWith('AA') ? 'BB' : 'AA'}`);
     await refused(await callback(redirect), 400, /state unknown/, /expired or was already used/);
+  });
+
+  test('a provider redirect delivered to another browser (login CSRF) signs no one in and burns the state', async () => {
+    await mappedAdmin('csrf-attacker', 'csrf-sub', []);
+    // The attacker signs in at the provider in their own browser and keeps the redirect back instead of following it.
+    const redirect = await providerRedirect('csrf-sub');
+    const victim = new CookieBrowser();
+    await refused(await callback(redirect, victim), 400, /another browser/, /another browser/);
+    expect(victim.jar.get(new URL(world.svc.adminUrl).origin)?.has('gatehouse_session') ?? false).toBe(false);
+    // The state was consumed by that attempt: the attacker's own browser cannot use it afterwards either.
+    await refused(await callback(redirect), 400, /state unknown/);
+    // A browser that started a flow of its own cannot finish someone else's with its cookie.
+    await providerRedirect('csrf-sub', undefined, victim);
+    const other = await providerRedirect('csrf-sub');
+    await refused(await callback(other, victim), 400, /another browser/);
   });
 
   test('replayed callback', async () => {

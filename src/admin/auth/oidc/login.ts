@@ -13,7 +13,11 @@ import { oidcRefusalPage, safeNext } from '../pages.js';
 import { pageContext, sendPage } from '../../console/context.js';
 import { adminRoles, type AdminRole } from '../permissions.js';
 import type { AdminSessions } from '../sessions.js';
-import { OidcFlows } from './flow.js';
+import { OidcFlows, sameBrowser } from './flow.js';
+
+/** The cookie binding a sign-in flow to the browser that started it (flow.ts); SameSite=Lax, as the provider's redirect back is a cross-site navigation. */
+const FLOW_COOKIE = 'gatehouse_oidc_flow';
+const FLOW_COOKIE_PATH = '/auth/oidc/';
 
 export interface OidcLoginDeps extends AdminModuleContext {
   sessions: AdminSessions;
@@ -108,6 +112,7 @@ export function registerOidcLogin(deps: OidcLoginDeps): void {
       state: flow.state,
       nonce: flow.nonce,
     });
+    void reply.setCookie(FLOW_COOKIE, flow.browserBinding, { path: FLOW_COOKIE_PATH, httpOnly: true, secure: cookie.secure, sameSite: 'lax', maxAge: settings.flow_ttl_seconds });
     return reply.header('cache-control', 'no-store').redirect(url.href, 303);
   });
 
@@ -118,6 +123,9 @@ export function registerOidcLogin(deps: OidcLoginDeps): void {
       // Consumed first, whatever follows: a state is good for one attempt only.
       const flow = await flows.consume(query.state);
       if (!flow) throw new Refusal(400, 'This sign-in attempt has expired or was already used. Start again from the sign-in page.', 'state unknown, expired or already used');
+      const binding = req.cookies[FLOW_COOKIE];
+      void reply.clearCookie(FLOW_COOKIE, { path: FLOW_COOKIE_PATH });
+      if (!sameBrowser(flow, binding)) throw new Refusal(400, 'This sign-in attempt was started in another browser. Start again from the sign-in page.', 'state started in another browser');
       if (typeof query.error === 'string') throw new Refusal(401, 'The identity provider did not sign you in.', `provider error: ${query.error.slice(0, 100)}`);
       const c = clientConfig();
       if (!c) throw new Refusal(503, 'The identity provider cannot be reached right now; try again shortly.', 'provider not discovered');
