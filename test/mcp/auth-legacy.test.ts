@@ -56,7 +56,7 @@ describe('authentication', () => {
   test('the key is checked on every request, not only at initialize', async () => {
     const r = await post('/mcp', reader.key, { jsonrpc: '2.0', id: 1, method: 'tools/list', params: {} });
     expect(r.status, r.text).toBe(200);
-    expect(r.json.result.tools).toHaveLength(5);
+    expect(r.json.result.tools).toHaveLength(7);
     // The same JSON-RPC message without the key: refused, nothing is remembered between requests.
     expect((await post('/mcp', null, { jsonrpc: '2.0', id: 2, method: 'tools/list', params: {} })).status).toBe(401);
   });
@@ -94,7 +94,10 @@ describe('legacy endpoints', () => {
     expect(r.status, r.text).toBe(200);
     expect(r.headers.get('deprecation')).toBe('true');
     expect(r.headers.get('link')).toContain('successor-version');
-    expect(r.json.tools.map((t: { name: string }) => t.name).sort()).toEqual(['gatehouse_describe_source', 'gatehouse_get_approval', 'gatehouse_http_request', 'gatehouse_list_sources', 'gatehouse_query']);
+    expect(r.json.tools.map((t: { name: string }) => t.name).sort()).toEqual([
+      'gatehouse_describe_source', 'gatehouse_get_approval', 'gatehouse_http_request', 'gatehouse_list_sources', 'gatehouse_query',
+      'gatehouse_read_document', 'gatehouse_search_documents',
+    ]);
     expect((await post('/mcp/tools/list', null, {}, { 'content-type': 'application/json' })).status).toBe(401);
   });
 
