@@ -62,7 +62,9 @@ export function registerApprovalPages({ app, api }: AdminModuleContext): void {
           ))}
         </nav>
         {rows.length === 0 ? (
-          <Empty>{`No ${status} approvals.`}</Empty>
+          <Empty>
+            <span safe>{`No ${status} approvals.`}</span>
+          </Empty>
         ) : (
           <div class="table-wrap">
             <table class="responsive">
