@@ -61,7 +61,8 @@ export function buildClassifications(annotations: ReadonlyArray<{ path: string; 
 
 /**
  * The per-source cache the pipeline's `catalog` stage reads. An announced change (scan, annotation, acknowledgement,
- * settings) from any process drops the source's entry; entries also expire after CATALOG_VIEW_TTL_MS.
+ * settings) from any process drops the source's entry; entries also expire after CATALOG_VIEW_TTL_MS, and an expired
+ * entry is served again only while the control store cannot be read.
  */
 export class CatalogGovernance implements CatalogPort {
   readonly #entries = new Map<string, { value: CatalogClassifications; at: number }>();
@@ -72,6 +73,8 @@ export class CatalogGovernance implements CatalogPort {
     private readonly db: Db,
     events: CatalogEvents | null,
     private readonly ttlMs = CATALOG_VIEW_TTL_MS,
+    /** Whether announced changes can reach this process now; without it an expired entry is never served again. */
+    private readonly changesAudible: () => boolean = () => false,
   ) {
     events?.on('changed', (msg) => this.invalidate(msg.source_id));
     events?.on('scanned', (msg) => this.invalidate(msg.source_id));
@@ -89,12 +92,22 @@ export class CatalogGovernance implements CatalogPort {
     let p = this.#loading.get(sourceId);
     if (p === undefined) {
       const generation = this.#generation;
+      const previous = this.#entries.get(sourceId);
       p = this.#load(sourceId)
-        .then((value) => {
-          // A change announced while loading may not be in what was read: keep it for this request only.
-          if (generation === this.#generation) this.#entries.set(sourceId, { value, at: Date.now() });
-          return value;
-        })
+        .then(
+          (value) => {
+            // A change announced while loading may not be in what was read: keep it for this request only.
+            if (generation === this.#generation) this.#entries.set(sourceId, { value, at: Date.now() });
+            return value;
+          },
+          (err: unknown) => {
+            // The control store is unreachable: the last value read stays good while no change was announced since
+            // and changes can still be heard (as key sessions outlive a database outage but never a revocation or a
+            // coordination outage); otherwise the request is refused until the catalog can be read again.
+            if (previous !== undefined && this.#entries.get(sourceId) === previous && this.changesAudible()) return previous.value;
+            throw err;
+          },
+        )
         .finally(() => this.#loading.delete(sourceId));
       this.#loading.set(sourceId, p);
     }

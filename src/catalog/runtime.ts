@@ -32,7 +32,7 @@ export function catalogGovernanceFor(services: Services): Promise<CatalogGoverna
       const events = catalogEventsFor(services);
       // A Redis outage at start keeps the subscription pending; the view's TTL bounds staleness meanwhile.
       await events.listen().catch(() => undefined);
-      return new CatalogGovernance(services.db, events);
+      return new CatalogGovernance(services.db, events, undefined, () => services.coord.status().subscriptionsHealthy);
     })();
     views.set(services, view);
   }

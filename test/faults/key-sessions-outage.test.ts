@@ -11,7 +11,11 @@ beforeAll(async () => {
 }, 60_000);
 afterAll(async () => fw?.stop());
 
-const coordHealthy = () => fw.world.svc.running.services.coord.status().subscriptionsHealthy;
+/** Both coordination connections are back: commands answer (key sessions are read) and subscriptions carry revocations. */
+const coordHealthy = () => {
+  const status = fw.world.svc.running.services.coord.status();
+  return status.connected && status.subscriptionsHealthy;
+};
 
 it('serves a checked key from memory while the database is down, through a Redis restart, and stops at a revocation', async () => {
   const w = fw.world;
@@ -57,7 +61,7 @@ it('with Redis down too, nothing is served from memory (a revocation could not r
   await waitFor(async () => (await w.proxy(agent.key, 'GET', '/proxy/up/a')).status === 200, 15_000, 'database back');
   await fw.cluster.kill();
   await fw.redis!.stop();
-  await waitFor(() => !coordHealthy(), 5_000, 'coordination down');
+  await waitFor(() => !fw.world.svc.running.services.coord.status().subscriptionsHealthy, 5_000, 'coordination down');
   await sleep(KEY_SESSION_MEMO_MS + 100);
   const r = await w.proxy(agent.key, 'GET', '/proxy/up/b');
   expect(r.status, r.text).toBe(503);
