@@ -9,20 +9,25 @@ export interface SubjectMapping {
   email: string | null;
 }
 
-/** Sets (or with null clears) an admin's mapping; auth_version advances in the same statement when issuer or subject change. */
-export function setAdminSubject(db: Db, adminId: number, mapping: SubjectMapping | null): Promise<AdminUser | undefined> {
+/** The columns a mapping sets on an admin or identity row: auth_version advances when issuer or subject change. */
+function mappingColumns(mapping: SubjectMapping | null) {
   const issuer = mapping?.issuer ?? null;
   const subject = mapping?.subject ?? null;
+  return {
+    oidc_issuer: issuer,
+    oidc_subject: subject,
+    oidc_email: mapping?.email ?? null,
+    auth_version: sql<number>`auth_version + (case when oidc_issuer is distinct from ${issuer}::text or oidc_subject is distinct from ${subject}::text then 1 else 0 end)`,
+    updated_at: sql<Date>`now()`,
+  };
+}
+
+/** Sets (or with null clears) an admin's mapping; auth_version advances in the same statement when issuer or subject change. */
+export function setAdminSubject(db: Db, adminId: number, mapping: SubjectMapping | null): Promise<AdminUser | undefined> {
   return guard('admin user', () =>
     db
       .updateTable('admin_users')
-      .set({
-        oidc_issuer: issuer,
-        oidc_subject: subject,
-        oidc_email: mapping?.email ?? null,
-        auth_version: sql<number>`auth_version + (case when oidc_issuer is distinct from ${issuer}::text or oidc_subject is distinct from ${subject}::text then 1 else 0 end)`,
-        updated_at: sql`now()`,
-      })
+      .set(mappingColumns(mapping))
       .where('id', '=', adminId)
       .returningAll()
       .executeTakeFirst(),
@@ -31,18 +36,10 @@ export function setAdminSubject(db: Db, adminId: number, mapping: SubjectMapping
 
 /** Sets (or clears) an identity's mapping; auth_version advances when issuer or subject change, as for every identity change. */
 export function setIdentitySubject(db: Db, identityId: number, mapping: SubjectMapping | null): Promise<Identity | undefined> {
-  const issuer = mapping?.issuer ?? null;
-  const subject = mapping?.subject ?? null;
   return guard('identity', () =>
     db
       .updateTable('identities')
-      .set({
-        oidc_issuer: issuer,
-        oidc_subject: subject,
-        oidc_email: mapping?.email ?? null,
-        auth_version: sql<number>`auth_version + (case when oidc_issuer is distinct from ${issuer}::text or oidc_subject is distinct from ${subject}::text then 1 else 0 end)`,
-        updated_at: sql`now()`,
-      })
+      .set(mappingColumns(mapping))
       .where('id', '=', identityId)
       .returningAll()
       .executeTakeFirst(),
