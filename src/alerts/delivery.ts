@@ -1,8 +1,7 @@
 // Delivery of alert notifications (docs/alerts.md "Delivery"): a structured log line, Slack through the configured notifier transport with the rule's target as channel, or a signed webhook POST through the SSRF-checked egress; bounded attempts, never throws.
 import { createEgressDispatcher, type EgressDispatcher, type EgressLookup } from '../egress/agent.js';
-import { EgressDeniedError, UpstreamError } from '../egress/errors.js';
-import { upstreamRequest } from '../egress/request.js';
 import { isGatehouseError } from '../errors/registry.js';
+import { postNotification, type PostAttempt } from '../notify/post.js';
 import { SLACK_API_BASE_URL, type SlackTransport } from '../notify/slack.js';
 import type { Logger } from '../observability/logger.js';
 import type { AlertEventKind, AlertRule } from './schema.js';
@@ -35,7 +34,6 @@ export interface DeliveryOptions {
 const MAX_RESPONSE_BYTES = 64 * 1024;
 const EGRESS_SOURCE = 'alerts';
 
-type Attempt = { ok: true } | { ok: false; retry: boolean; reason: string };
 
 /** The audit search of the rule's scope and window: where an operator looks next. */
 export function auditQuery(rule: Pick<AlertRule, 'identity_id' | 'source_id'>, window: { from: string; to: string }): string {
@@ -138,7 +136,7 @@ export class AlertDelivery {
     return this.#withRetries(() => this.#post(new URL(n.rule.notification_target), headers, body, false));
   }
 
-  async #withRetries(attempt: () => Promise<Attempt>): Promise<DeliveryOutcome> {
+  async #withRetries(attempt: () => Promise<PostAttempt>): Promise<DeliveryOutcome> {
     const base = this.#opts.backoffBaseMs ?? 500;
     let last = 'not attempted';
     for (let i = 1; i <= this.#opts.maxAttempts; i++) {
@@ -151,36 +149,19 @@ export class AlertDelivery {
     return { ok: false, error: last };
   }
 
-  async #post(url: URL, headers: Record<string, string>, body: string, slackApi: boolean): Promise<Attempt> {
-    let res;
-    try {
-      res = await upstreamRequest({
-        dispatcher: this.#egress,
-        url,
-        method: 'POST',
-        headers,
-        body,
-        sourceId: EGRESS_SOURCE,
-        timeoutMs: Math.max(1, Math.ceil(this.#opts.timeoutMs)),
-        maxResponseBytes: MAX_RESPONSE_BYTES,
-        signal: this.#stop.signal,
-      });
-    } catch (err) {
-      if (err instanceof EgressDeniedError) return { ok: false, retry: false, reason: 'egress_denied: the target is not a public address (notifications.allow_private_egress)' };
-      if (err instanceof UpstreamError) return { ok: false, retry: true, reason: err.reason };
-      return { ok: false, retry: true, reason: isGatehouseError(err) ? err.code : 'request failed' };
-    }
-    if (res.status === 429 || res.status >= 500) return { ok: false, retry: true, reason: `http_${res.status}` };
-    if (res.status < 200 || res.status >= 300) return { ok: false, retry: false, reason: `http_${res.status}` };
-    if (!slackApi) return { ok: true };
-    try {
-      const parsed = JSON.parse(res.body.toString('utf8')) as { ok?: unknown; error?: unknown };
-      if (parsed.ok === true) return { ok: true };
-      const error = typeof parsed.error === 'string' && /^[a-z_]{1,64}$/.test(parsed.error) ? parsed.error : 'unknown_error';
-      return { ok: false, retry: error === 'ratelimited' || error === 'internal_error', reason: `slack_${error}` };
-    } catch {
-      return { ok: false, retry: true, reason: 'invalid_response' };
-    }
+  #post(url: URL, headers: Record<string, string>, body: string, slackApi: boolean): Promise<PostAttempt> {
+    return postNotification({
+      dispatcher: this.#egress,
+      url,
+      headers,
+      body,
+      sourceId: EGRESS_SOURCE,
+      timeoutMs: this.#opts.timeoutMs,
+      maxResponseBytes: MAX_RESPONSE_BYTES,
+      signal: this.#stop.signal,
+      slackApi,
+      deniedReason: 'egress_denied: the target is not a public address (notifications.allow_private_egress)',
+    });
   }
 
   async close(): Promise<void> {

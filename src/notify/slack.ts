@@ -1,10 +1,8 @@
 // Slack delivery of approval notifications (spec §6): bot token (chat.postMessage, preferred) or incoming webhook, bounded attempts with backoff, SSRF-checked egress, fire-and-forget.
 import { createEgressDispatcher, type EgressDispatcher, type EgressLookup } from '../egress/agent.js';
-import { EgressDeniedError, UpstreamError } from '../egress/errors.js';
-import { upstreamRequest } from '../egress/request.js';
-import { isGatehouseError } from '../errors/registry.js';
 import type { PiiScanner } from '../governance/pii/index.js';
 import type { Logger } from '../observability/logger.js';
+import { postNotification, type PostAttempt } from './post.js';
 import { approvalMessage, type ApprovalEvent, type ApprovalNotice } from './message.js';
 
 /** The Slack Web API. Not a configuration key: only the notifier's constructor (tests) may point it elsewhere. */
@@ -47,7 +45,6 @@ const MAX_BACKOFF_MS = 30_000;
 /** The pseudo-source under which notification connections are pooled and egress decisions logged. */
 const EGRESS_SOURCE = 'notifications';
 
-type AttemptResult = { ok: true } | { ok: false; retry: boolean; reason: string };
 
 export class SlackNotifier implements ApprovalNotifier {
   readonly #opts: SlackNotifierOptions;
@@ -125,38 +122,19 @@ export class SlackNotifier implements ApprovalNotifier {
     }
   }
 
-  async #attempt(headers: Record<string, string>, body: string): Promise<AttemptResult> {
-    let res;
-    try {
-      res = await upstreamRequest({
-        dispatcher: this.#egress,
-        url: this.#url,
-        method: 'POST',
-        headers,
-        body,
-        sourceId: EGRESS_SOURCE,
-        timeoutMs: Math.max(1, Math.ceil(this.#opts.timeoutMs)),
-        maxResponseBytes: MAX_SLACK_RESPONSE_BYTES,
-        signal: this.#stop.signal,
-      });
-    } catch (err) {
-      if (err instanceof EgressDeniedError) return { ok: false, retry: false, reason: 'egress_denied' };
-      if (err instanceof UpstreamError) return { ok: false, retry: true, reason: err.reason };
-      return { ok: false, retry: true, reason: isGatehouseError(err) ? err.code : 'request failed' };
-    }
-    if (res.status === 429 || res.status >= 500) return { ok: false, retry: true, reason: `http_${res.status}` };
-    if (res.status < 200 || res.status >= 300) return { ok: false, retry: false, reason: `http_${res.status}` };
-    if (this.#opts.transport.kind === 'webhook') return { ok: true };
-    // chat.postMessage answers 200 with {ok: false, error} for its own refusals (bad token, unknown channel).
-    let parsed: { ok?: unknown; error?: unknown };
-    try {
-      parsed = JSON.parse(res.body.toString('utf8')) as { ok?: unknown; error?: unknown };
-    } catch {
-      return { ok: false, retry: true, reason: 'invalid_response' };
-    }
-    if (parsed.ok === true) return { ok: true };
-    const error = typeof parsed.error === 'string' && /^[a-z_]{1,64}$/.test(parsed.error) ? parsed.error : 'unknown_error';
-    return { ok: false, retry: error === 'ratelimited' || error === 'internal_error' || error === 'service_unavailable', reason: `slack_${error}` };
+  #attempt(headers: Record<string, string>, body: string): Promise<PostAttempt> {
+    return postNotification({
+      dispatcher: this.#egress,
+      url: this.#url,
+      headers,
+      body,
+      sourceId: EGRESS_SOURCE,
+      timeoutMs: this.#opts.timeoutMs,
+      maxResponseBytes: MAX_SLACK_RESPONSE_BYTES,
+      signal: this.#stop.signal,
+      slackApi: this.#opts.transport.kind === 'bot',
+      deniedReason: 'egress_denied',
+    });
   }
 
   /** False when the notifier closed while waiting. */
