@@ -1,4 +1,4 @@
-// Personal-data scan benchmark: a ~100 KB nested API-like JSON document, scanned fast and deep, as a ratio to JSON.parse + JSON.stringify of the same document (issue 4 goal: ≤ 3×).
+// Personal-data scan benchmark: a ~100 KB nested API-like JSON document, scanned fast and deep, as a ratio to JSON.parse + JSON.stringify of the same document (goal ≤ 3×, docs/governance/pii.md).
 import { createPiiScanner } from '../src/governance/pii/index.js';
 import { quantile } from './stats.js';
 

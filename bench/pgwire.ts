@@ -1,4 +1,4 @@
-// bench:pgwire — pgbench -S and the TPC-B-like script, 8 clients on loopback: PostgreSQL directly, PgBouncer (session mode), two bare Node relays (the platform's floor), Gatehouse with full governance; prints TPS, ratios and PASS/FAIL (issue 8).
+// bench:pgwire — pgbench -S and the TPC-B-like script, 8 clients on loopback: PostgreSQL directly, PgBouncer (session mode), two bare Node relays (the platform's floor), Gatehouse with full governance; prints TPS, ratios and PASS/FAIL (docs/decisions/0002-pgwire-performance.md).
 // The gateway runs in this process: start it with the V8 settings every `gatehouse` process has.
 import '../src/runtime/v8-flags.js';
 import { execFile, execFileSync, spawn, type ChildProcess } from 'node:child_process';

@@ -1,4 +1,4 @@
-// Approvals end to end (issue 7): write → 202 → approve → executed exactly once upstream with the Idempotency-Key → the agent reads the result; reject, expiry, concurrent approvals, revoked grants, crash recovery, admin shapes, and Slack on the side.
+// Approvals end to end (spec §4 "Approvals", docs/approvals.md): write → 202 → approve → executed exactly once upstream with the Idempotency-Key → the agent reads the result; reject, expiry, concurrent approvals, revoked grants, crash recovery, admin shapes, and Slack on the side.
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import type pg from 'pg';
 import { adminToken, startWorld, answer, type World } from '../support/world.js';

@@ -1,4 +1,4 @@
-// Crash test (issue 5): a process spools entries while PostgreSQL is unreachable and is SIGKILLed; a restarted writer delivers every entry once.
+// Crash test (docs/audit.md "The 'exactly once' guarantees"): a process spools entries while PostgreSQL is unreachable and is SIGKILLed; a restarted writer delivers every entry once.
 import { spawn } from 'node:child_process';
 import net from 'node:net';
 import path from 'node:path';

@@ -1,4 +1,4 @@
-// Loss test (issue 5): PostgreSQL vanishes partway through a stream of entries and returns; exactly N arrive, none twice, in both modes.
+// Loss test (docs/audit.md "The 'exactly once' guarantees"): PostgreSQL vanishes partway through a stream of entries and returns; exactly N arrive, none twice, in both modes.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { sql } from 'kysely';
 import { AuditWriter } from '../../src/audit/writer.js';

@@ -1,4 +1,4 @@
-// The SQL classification table (issue 4 item 3): statement → expected kind, operation, tables and traps.
+// The SQL classification table (docs/governance/sql.md): statement → expected kind, operation, tables and traps.
 import type { Operation, StatementKind, TrapCode } from '../../../src/governance/sql/index.js';
 
 export interface Row {
