@@ -5,6 +5,7 @@ import type { AdminModuleContext } from '../admin/module.js';
 import { demand, pageContext, sendPage, type PageContext } from '../admin/console/context.js';
 import { ConsoleForm, emptyForm, Field, registerConsoleForm, SelectField, type FormState } from '../admin/console/forms.js';
 import { CsrfField, Layout } from '../admin/console/layout.js';
+import { DataTable } from '../admin/console/data-table.js';
 import { intId } from '../admin/api/route.js';
 import { validationError } from '../http/validation.js';
 import { CHANNELS, COMPARATORS, CONDITION_TYPES, WINDOW_DEFAULT_SECONDS } from './conditions.js';
@@ -172,44 +173,19 @@ export function registerAlertPages({ app, api, services }: AdminModuleContext, a
     return sendPage(
       reply,
       <Layout ctx={ctx} title="Alerts" crumbs={[{ label: 'Alerts' }]} actions={actionsBar}>
-        {rules.length === 0 ? (
-          <p>No alert rules yet.</p>
-        ) : (
-          <div class="table-wrap">
-            <table class="responsive">
-              <thead>
-                <tr>
-                  <th scope="col">Name</th>
-                  <th scope="col">State</th>
-                  <th scope="col">Condition</th>
-                  <th scope="col">Scope</th>
-                  <th scope="col">Last value</th>
-                  <th scope="col">Channel</th>
-                  <th scope="col">Enabled</th>
-                </tr>
-              </thead>
-              <tbody>
-                {rules.map((r) => (
-                  <tr>
-                    <td data-label="Name">
-                      <a href={`/dashboard/alerts/${encodeURIComponent(String(r.id))}`} safe>
-                        {r.name}
-                      </a>
-                    </td>
-                    <td data-label="State">
-                      <StateBadge state={r.state} />
-                    </td>
-                    <td data-label="Condition" safe>{`${r.condition_type} ${r.comparator} ${r.threshold} over ${r.window_seconds} s`}</td>
-                    <td data-label="Scope" safe>{`${r.source_id ?? 'every source'}, ${r.identity_id === null ? 'every identity' : `identity ${r.identity_id}`}`}</td>
-                    <td data-label="Last value" safe>{r.last_value === null ? '—' : String(r.last_value)}</td>
-                    <td data-label="Channel" safe>{r.notification_channel}</td>
-                    <td data-label="Enabled">{r.enabled ? 'yes' : 'no'}</td>
-                  </tr>
-                ))}
-              </tbody>
-            </table>
-          </div>
-        )}
+        <DataTable
+          rows={rules}
+          empty="No alert rules yet."
+          columns={[
+            { label: 'Name', cell: (r) => <a href={`/dashboard/alerts/${encodeURIComponent(String(r.id))}`} safe>{r.name}</a> },
+            { label: 'State', cell: (r) => <StateBadge state={r.state} /> },
+            { label: 'Condition', text: (r) => `${r.condition_type} ${r.comparator} ${r.threshold} over ${r.window_seconds} s` },
+            { label: 'Scope', text: (r) => `${r.source_id ?? 'every source'}, ${r.identity_id === null ? 'every identity' : `identity ${r.identity_id}`}` },
+            { label: 'Last value', text: (r) => (r.last_value === null ? '—' : String(r.last_value)) },
+            { label: 'Channel', text: (r) => r.notification_channel },
+            { label: 'Enabled', text: (r) => (r.enabled ? 'yes' : 'no') },
+          ]}
+        />
       </Layout>,
     );
   });
@@ -315,36 +291,17 @@ export function registerAlertPages({ app, api, services }: AdminModuleContext, a
           <a href={auditLink(app, rule, new Date())}>Audit entries of this scope in the current window</a>
         </p>
         <h2>History</h2>
-        {events.length === 0 ? (
-          <p>No firings yet.</p>
-        ) : (
-          <div class="table-wrap">
-            <table class="responsive">
-              <thead>
-                <tr>
-                  <th scope="col">Time</th>
-                  <th scope="col">Event</th>
-                  <th scope="col">Value</th>
-                  <th scope="col">Delivery</th>
-                  <th scope="col">Audit</th>
-                </tr>
-              </thead>
-              <tbody>
-                {events.map((e) => (
-                  <tr>
-                    <td data-label="Time" safe>{e.ts.toISOString()}</td>
-                    <td data-label="Event" safe>{e.kind}</td>
-                    <td data-label="Value" safe>{`${e.value} (${rule.comparator} ${e.threshold})`}</td>
-                    <td data-label="Delivery" safe>{e.delivery_error ? `${e.delivery_status}: ${e.delivery_error}` : e.delivery_status}</td>
-                    <td data-label="Audit">
-                      <a href={auditLink(app, rule, e.ts)}>entries</a>
-                    </td>
-                  </tr>
-                ))}
-              </tbody>
-            </table>
-          </div>
-        )}
+        <DataTable
+          rows={events}
+          empty="No firings yet."
+          columns={[
+            { label: 'Time', text: (e) => e.ts.toISOString() },
+            { label: 'Event', text: (e) => e.kind },
+            { label: 'Value', text: (e) => `${e.value} (${rule.comparator} ${e.threshold})` },
+            { label: 'Delivery', text: (e) => (e.delivery_error ? `${e.delivery_status}: ${e.delivery_error}` : e.delivery_status) },
+            { label: 'Audit', cell: (e) => <a href={auditLink(app, rule, e.ts)}>entries</a> },
+          ]}
+        />
       </Layout>,
     );
   });

@@ -4,7 +4,8 @@ import type { FastifyRequest } from 'fastify';
 import type { AdminModuleContext } from '../admin/module.js';
 import { demand, pageContext, sendPage, type PageContext } from '../admin/console/context.js';
 import { Layout, CsrfField } from '../admin/console/layout.js';
-import { Empty, PostButton, Time, pageId, seg } from '../admin/console/ui.js';
+import { DataTable } from '../admin/console/data-table.js';
+import { PostButton, Time, pageId, seg } from '../admin/console/ui.js';
 import { registerConsoleForm, numberText, attrValue, type FormState } from '../admin/console/forms.js';
 import { GatehouseError } from '../errors/registry.js';
 import { getDataSourceBySourceId } from '../store/repos/data-sources.js';
@@ -74,52 +75,22 @@ async function jobsPage(ctx: PageContext, req: FastifyRequest, services: AdminMo
         <input id="f-source" name="source_id" value={attrValue(source ?? '')} />
         <button type="submit" class="button small">Filter</button>
       </form>
-      {page.items.length === 0 ? (
-        <Empty>No jobs match.</Empty>
-      ) : (
-        <div class="table-wrap">
-          <table class="responsive">
-            <thead>
-              <tr>
-                <th scope="col">Job</th>
-                <th scope="col">Source</th>
-                <th scope="col">File</th>
-                <th scope="col">Status</th>
-                <th scope="col">Stage</th>
-                <th scope="col">Progress</th>
-                <th scope="col">Retries</th>
-                <th scope="col">Worker</th>
-                <th scope="col">Error</th>
-                <th scope="col">Actions</th>
-              </tr>
-            </thead>
-            <tbody>
-              {page.items.map((j) => (
-                <tr>
-                  <td data-label="Job" safe>{String(j.id)}</td>
-                  <td data-label="Source">
-                    <a href={`/dashboard/data-sources/${seg(j.source_id)}/documents`} safe>{j.source_id}</a>
-                  </td>
-                  <td data-label="File" safe>{j.file_path}</td>
-                  <td data-label="Status">
-                    <span class={STATUS_BADGE[j.status]} safe>{j.status}</span>
-                  </td>
-                  <td data-label="Stage" safe>{j.stage ?? '—'}</td>
-                  <td data-label="Progress">
-                    <Progress job={j} />
-                  </td>
-                  <td data-label="Retries" safe>{String(j.retry_count)}</td>
-                  <td data-label="Worker" safe>{j.worker_id ?? '—'}</td>
-                  <td data-label="Error" safe>{j.error_message ?? ''}</td>
-                  <td data-label="Actions">
-                    <JobActions ctx={ctx} job={j} />
-                  </td>
-                </tr>
-              ))}
-            </tbody>
-          </table>
-        </div>
-      )}
+      <DataTable
+        rows={page.items}
+        empty="No jobs match."
+        columns={[
+          { label: 'Job', text: (j) => String(j.id) },
+          { label: 'Source', cell: (j) => <a href={`/dashboard/data-sources/${seg(j.source_id)}/documents`} safe>{j.source_id}</a> },
+          { label: 'File', text: (j) => j.file_path },
+          { label: 'Status', cell: (j) => <span class={STATUS_BADGE[j.status]} safe>{j.status}</span> },
+          { label: 'Stage', text: (j) => j.stage ?? '—' },
+          { label: 'Progress', cell: (j) => <Progress job={j} /> },
+          { label: 'Retries', text: (j) => String(j.retry_count) },
+          { label: 'Worker', text: (j) => j.worker_id ?? '—' },
+          { label: 'Error', text: (j) => j.error_message ?? '' },
+          { label: 'Actions', cell: (j) => <JobActions ctx={ctx} job={j} /> },
+        ]}
+      />
       {next ? (
         <p class="pager">
           <a href={next}>Older jobs</a>
@@ -129,6 +100,13 @@ async function jobsPage(ctx: PageContext, req: FastifyRequest, services: AdminMo
       )}
     </Layout>
   );
+}
+
+/** What the personal-data detectors found in a document (counts per detector), as a badge. */
+function PersonalData({ classification }: { classification: unknown }): JSX.Element {
+  const c = classification as { detectors?: Record<string, { count: number }> };
+  const found = Object.entries(c.detectors ?? {}).map(([type, v]) => `${type} × ${v.count}`);
+  return found.length === 0 ? <span class="badge ok">none found</span> : <span class="badge warn" safe>{found.join(', ')}</span>;
 }
 
 export function registerIngestionPages({ app, api, services }: AdminModuleContext): void {
@@ -186,44 +164,19 @@ export function registerIngestionPages({ app, api, services }: AdminModuleContex
     return sendPage(
       reply,
       <Layout ctx={ctx} title="Workers" crumbs={[{ label: 'Ingestion', href: '/dashboard/ingestion/jobs' }, { label: 'Workers' }]}>
-        {workers.length === 0 ? (
-          <Empty>No worker has sent a heartbeat yet.</Empty>
-        ) : (
-          <div class="table-wrap">
-            <table class="responsive">
-              <thead>
-                <tr>
-                  <th scope="col">Worker</th>
-                  <th scope="col">State</th>
-                  <th scope="col">Last heartbeat</th>
-                  <th scope="col">Jobs in hand</th>
-                  <th scope="col">Concurrency</th>
-                  <th scope="col">Version</th>
-                  <th scope="col">Stale jobs taken back</th>
-                </tr>
-              </thead>
-              <tbody>
-                {workers.map((w) => {
-                  const stale = w.stale || w.stale_since !== null;
-                  const m = w.metadata as Record<string, unknown>;
-                  return (
-                    <tr>
-                      <td data-label="Worker" safe>{w.worker_id}</td>
-                      <td data-label="State">{stale ? <span class="badge bad">stale</span> : <span class="badge ok">alive</span>}</td>
-                      <td data-label="Last heartbeat">
-                        <Time value={w.last_heartbeat} />
-                      </td>
-                      <td data-label="Jobs in hand" safe>{String(m.jobs_in_hand ?? '—')}</td>
-                      <td data-label="Concurrency" safe>{String(m.concurrency ?? '—')}</td>
-                      <td data-label="Version" safe>{String(m.version ?? '—')}</td>
-                      <td data-label="Stale jobs taken back" safe>{String(w.stale_jobs_failed)}</td>
-                    </tr>
-                  );
-                })}
-              </tbody>
-            </table>
-          </div>
-        )}
+        <DataTable
+          rows={workers}
+          empty="No worker has sent a heartbeat yet."
+          columns={[
+            { label: 'Worker', text: (w) => w.worker_id },
+            { label: 'State', cell: (w) => (w.stale || w.stale_since !== null ? <span class="badge bad">stale</span> : <span class="badge ok">alive</span>) },
+            { label: 'Last heartbeat', cell: (w) => <Time value={w.last_heartbeat} /> },
+            { label: 'Jobs in hand', text: (w) => String((w.metadata as Record<string, unknown>).jobs_in_hand ?? '—') },
+            { label: 'Concurrency', text: (w) => String((w.metadata as Record<string, unknown>).concurrency ?? '—') },
+            { label: 'Version', text: (w) => String((w.metadata as Record<string, unknown>).version ?? '—') },
+            { label: 'Stale jobs taken back', text: (w) => String(w.stale_jobs_failed) },
+          ]}
+        />
       </Layout>,
     );
   });
@@ -248,42 +201,18 @@ export function registerIngestionPages({ app, api, services }: AdminModuleContex
         crumbs={[{ label: 'Ingestion', href: '/dashboard/ingestion/jobs' }, { label: source.source_id }]}
         actions={ctx.can('jobs:write') ? <PostButton ctx={ctx} action={`/dashboard/data-sources/${seg(source.source_id)}/sync`} label="Sync now" /> : ''}
       >
-        {shown.length === 0 ? (
-          <Empty>No documents ingested yet.</Empty>
-        ) : (
-          <div class="table-wrap">
-            <table class="responsive">
-              <thead>
-                <tr>
-                  <th scope="col">Path</th>
-                  <th scope="col">Type</th>
-                  <th scope="col">Pages</th>
-                  <th scope="col">OCR pages</th>
-                  <th scope="col">Personal data</th>
-                  <th scope="col">Updated</th>
-                </tr>
-              </thead>
-              <tbody>
-                {shown.map((d) => {
-                  const c = d.classification as { personal_data?: boolean; detectors?: Record<string, { count: number }> };
-                  const found = Object.entries(c.detectors ?? {}).map(([type, v]) => `${type} × ${v.count}`);
-                  return (
-                    <tr>
-                      <td data-label="Path" safe>{d.path}</td>
-                      <td data-label="Type" safe>{d.content_type}</td>
-                      <td data-label="Pages" safe>{`${d.page_count}${d.extract_truncated ? ' (truncated)' : ''}`}</td>
-                      <td data-label="OCR pages" safe>{String(d.ocr_pages)}</td>
-                      <td data-label="Personal data">{found.length === 0 ? <span class="badge ok">none found</span> : <span class="badge warn" safe>{found.join(', ')}</span>}</td>
-                      <td data-label="Updated">
-                        <Time value={d.updated_at} />
-                      </td>
-                    </tr>
-                  );
-                })}
-              </tbody>
-            </table>
-          </div>
-        )}
+        <DataTable
+          rows={shown}
+          empty="No documents ingested yet."
+          columns={[
+            { label: 'Path', text: (d) => d.path },
+            { label: 'Type', text: (d) => d.content_type },
+            { label: 'Pages', text: (d) => `${d.page_count}${d.extract_truncated ? ' (truncated)' : ''}` },
+            { label: 'OCR pages', text: (d) => String(d.ocr_pages) },
+            { label: 'Personal data', cell: (d) => <PersonalData classification={d.classification} /> },
+            { label: 'Updated', cell: (d) => <Time value={d.updated_at} /> },
+          ]}
+        />
         {more ? (
           <p class="pager">
             <a href={`/dashboard/data-sources/${seg(source.source_id)}/documents?after=${seg(shown[shown.length - 1]!.id)}`}>More documents</a>

@@ -6,7 +6,8 @@ import { callApi, okOrThrow } from './api-call.js';
 import { demand, pageContext, sendPage, type PageContext } from './context.js';
 import { registerConsoleForm } from './forms.js';
 import { Layout } from './layout.js';
-import { Empty, PostButton, Time, pageId } from './ui.js';
+import { DataTable } from './data-table.js';
+import { PostButton, Time, pageId } from './ui.js';
 
 const BASE = '/dashboard/approvals';
 const STATUSES = ['pending', 'approved', 'rejected', 'expired', 'executed', 'failed'] as const;
@@ -61,57 +62,29 @@ export function registerApprovalPages({ app, api }: AdminModuleContext): void {
             </a>
           ))}
         </nav>
-        {rows.length === 0 ? (
-          <Empty>
-            <span safe>{`No ${status} approvals.`}</span>
-          </Empty>
-        ) : (
-          <div class="table-wrap">
-            <table class="responsive">
-              <thead>
-                <tr>
-                  <th scope="col">Id</th>
-                  <th scope="col">Source</th>
-                  <th scope="col">Request</th>
-                  <th scope="col">Risk</th>
-                  <th scope="col">Status</th>
-                  <th scope="col">{status === 'pending' ? 'Age / expires' : 'Created'}</th>
-                </tr>
-              </thead>
-              <tbody>
-                {rows.map((a) => (
-                  <tr>
-                    <td data-label="Id">
-                      <a href={`${BASE}/${a.id}`}>#{a.id}</a>
-                    </td>
-                    <td data-label="Source">
-                      <code safe>{a.source_id}</code>
-                    </td>
-                    <td data-label="Request">
-                      <code safe>{a.sql_text.length > 120 ? `${a.sql_text.slice(0, 120)}…` : a.sql_text}</code>
-                    </td>
-                    <td data-label="Risk" safe>
-                      {a.risk_level}
-                    </td>
-                    <td data-label="Status">
-                      <StatusBadge status={a.status} />
-                    </td>
-                    <td data-label={status === 'pending' ? 'Age / expires' : 'Created'}>
-                      {status === 'pending' && a.created_at ? (
-                        <span safe>
-                          {minutes(now - Date.parse(a.created_at))} old
-                          {a.expires_at ? ` · expires in ${minutes(Date.parse(a.expires_at) - now)}` : ''}
-                        </span>
-                      ) : (
-                        <Time value={a.created_at} />
-                      )}
-                    </td>
-                  </tr>
-                ))}
-              </tbody>
-            </table>
-          </div>
-        )}
+        <DataTable
+          rows={rows}
+          empty={`No ${status} approvals.`}
+          columns={[
+            { label: 'Id', cell: (a) => <a href={`${BASE}/${a.id}`}>#{a.id}</a> },
+            { label: 'Source', cell: (a) => <code safe>{a.source_id}</code> },
+            { label: 'Request', cell: (a) => <code safe>{a.sql_text.length > 120 ? `${a.sql_text.slice(0, 120)}…` : a.sql_text}</code> },
+            { label: 'Risk', text: (a) => a.risk_level },
+            { label: 'Status', cell: (a) => <StatusBadge status={a.status} /> },
+            {
+              label: status === 'pending' ? 'Age / expires' : 'Created',
+              cell: (a) =>
+                status === 'pending' && a.created_at ? (
+                  <span safe>
+                    {minutes(now - Date.parse(a.created_at))} old
+                    {a.expires_at ? ` · expires in ${minutes(Date.parse(a.expires_at) - now)}` : ''}
+                  </span>
+                ) : (
+                  <Time value={a.created_at} />
+                ),
+            },
+          ]}
+        />
       </Layout>,
     );
   });

@@ -9,6 +9,7 @@ import { callApi, okOrThrow } from './api-call.js';
 import { demand, pageContext, sendPage, wantsJson, type PageContext } from './context.js';
 import { checkbox, ConsoleForm, emptyForm, Field, CheckboxField, SelectField, TextAreaField, intText, optionalText, registerConsoleForm, requiredText, keptValues, type FormState } from './forms.js';
 import { Layout } from './layout.js';
+import { DataTable } from './data-table.js';
 import { EnabledBadge, Empty, PostButton, Time, seg } from './ui.js';
 
 const BASE = '/dashboard/data-sources';
@@ -153,55 +154,18 @@ export function registerDataSourcePages({ app, api, services }: AdminModuleConte
     return sendPage(
       reply,
       <Layout ctx={ctx} title="Data sources" crumbs={crumbs()} actions={canWrite ? <a class="button" href={`${BASE}/new`}>New data source</a> : ''}>
-        {rows.length === 0 ? (
-          <Empty>No data sources yet.</Empty>
-        ) : (
-          <div class="table-wrap">
-            <table class="responsive">
-              <thead>
-                <tr>
-                  <th scope="col">Name</th>
-                  <th scope="col">Source id</th>
-                  <th scope="col">Type</th>
-                  <th scope="col">State</th>
-                  <th scope="col">Health</th>
-                  {canWrite ? <th scope="col">Check</th> : ''}
-                </tr>
-              </thead>
-              <tbody>
-                {rows.map((r) => {
-                  const loaded = services.registry.get(r.source_id) !== undefined;
-                  return (
-                    <tr>
-                      <td data-label="Name">
-                        <a href={`${BASE}/${seg(r.source_id)}`} safe>
-                          {r.name}
-                        </a>
-                      </td>
-                      <td data-label="Source id">
-                        <code safe>{r.source_id}</code>
-                      </td>
-                      <td data-label="Type" safe>
-                        {r.source_type}
-                      </td>
-                      <td data-label="State">
-                        <EnabledBadge enabled={r.enabled} />
-                      </td>
-                      <td data-label="Health">{!r.enabled ? <span class="badge">off</span> : loaded ? <span class="badge ok">serving</span> : <span class="badge warn">not loaded</span>}</td>
-                      {canWrite ? (
-                        <td data-label="Check">
-                          <PostButton ctx={ctx} action={`${BASE}/test`} fields={{ source_type: r.source_type, source_id: r.source_id }} label="Test connection" variant="secondary" />
-                        </td>
-                      ) : (
-                        ''
-                      )}
-                    </tr>
-                  );
-                })}
-              </tbody>
-            </table>
-          </div>
-        )}
+        <DataTable
+          rows={rows}
+          empty="No data sources yet."
+          columns={[
+            { label: 'Name', cell: (r) => <a href={`${BASE}/${seg(r.source_id)}`} safe>{r.name}</a> },
+            { label: 'Source id', cell: (r) => <code safe>{r.source_id}</code> },
+            { label: 'Type', text: (r) => r.source_type },
+            { label: 'State', cell: (r) => <EnabledBadge enabled={r.enabled} /> },
+            { label: 'Health', cell: (r) => (!r.enabled ? <span class="badge">off</span> : services.registry.get(r.source_id) !== undefined ? <span class="badge ok">serving</span> : <span class="badge warn">not loaded</span>) },
+            { label: 'Check', show: canWrite, cell: (r) => <PostButton ctx={ctx} action={`${BASE}/test`} fields={{ source_type: r.source_type, source_id: r.source_id }} label="Test connection" variant="secondary" /> },
+          ]}
+        />
       </Layout>,
     );
   });
@@ -321,40 +285,16 @@ export function registerDataSourcePages({ app, api, services }: AdminModuleConte
           ''
         )}
         <h2>Roles</h2>
-        {roles.length === 0 ? (
-          <Empty>No roles: no identity can reach this source.</Empty>
-        ) : (
-          <div class="table-wrap">
-            <table class="responsive">
-              <thead>
-                <tr>
-                  <th scope="col">Role</th>
-                  <th scope="col">Description</th>
-                  <th scope="col">State</th>
-                  <th scope="col">Rules</th>
-                </tr>
-              </thead>
-              <tbody>
-                {roles.map((r) => (
-                  <tr>
-                    <td data-label="Role" safe>
-                      {r.role_key}
-                    </td>
-                    <td data-label="Description" safe>
-                      {r.description}
-                    </td>
-                    <td data-label="State">
-                      <EnabledBadge enabled={r.enabled} />
-                    </td>
-                    <td data-label="Rules">
-                      <pre safe>{JSON.stringify(r.rules, null, 2)}</pre>
-                    </td>
-                  </tr>
-                ))}
-              </tbody>
-            </table>
-          </div>
-        )}
+        <DataTable
+          rows={roles}
+          empty="No roles: no identity can reach this source."
+          columns={[
+            { label: 'Role', text: (r) => r.role_key },
+            { label: 'Description', text: (r) => r.description },
+            { label: 'State', cell: (r) => <EnabledBadge enabled={r.enabled} /> },
+            { label: 'Rules', cell: (r) => <pre safe>{JSON.stringify(r.rules, null, 2)}</pre> },
+          ]}
+        />
         <h2>Grants on this source</h2>
         {grants.length === 0 ? (
           <Empty>No identity holds a role here.</Empty>

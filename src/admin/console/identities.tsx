@@ -10,7 +10,8 @@ import { callApi, okOrThrow } from './api-call.js';
 import { demand, pageContext, sendPage, type PageContext } from './context.js';
 import { checkbox, choice, ConsoleForm, emptyForm, Field, CheckboxField, SelectField, optionalText, registerConsoleForm, requiredText, type FormState } from './forms.js';
 import { Layout } from './layout.js';
-import { EnabledBadge, Empty, PostButton, Time, pageId, seg, splitList } from './ui.js';
+import { DataTable } from './data-table.js';
+import { EnabledBadge, PostButton, Time, pageId, seg, splitList } from './ui.js';
 
 const BASE = '/dashboard/access-control/identities';
 const crumbs = (...more: Array<{ label: string; href?: string }>) => [{ label: 'Identities', href: BASE }, ...more];
@@ -102,50 +103,18 @@ export function registerIdentityPages({ app, api, services }: AdminModuleContext
     return sendPage(
       reply,
       <Layout ctx={ctx} title="Identities" crumbs={crumbs()} actions={ctx.can('identities:write') ? <a class="button" href={`${BASE}/new`}>New identity</a> : ''}>
-        {rows.length === 0 ? (
-          <Empty>No identities yet.</Empty>
-        ) : (
-          <div class="table-wrap">
-            <table class="responsive">
-              <thead>
-                <tr>
-                  <th scope="col">Name</th>
-                  <th scope="col">Type</th>
-                  <th scope="col">Roles</th>
-                  <th scope="col">Team</th>
-                  <th scope="col">State</th>
-                  <th scope="col">Created</th>
-                </tr>
-              </thead>
-              <tbody>
-                {rows.map((r) => (
-                  <tr>
-                    <td data-label="Name">
-                      <a href={`${BASE}/${r.id}`} safe>
-                        {r.name}
-                      </a>
-                    </td>
-                    <td data-label="Type" safe>
-                      {r.agent_type}
-                    </td>
-                    <td data-label="Roles" safe>
-                      {r.roles.join(', ')}
-                    </td>
-                    <td data-label="Team" safe>
-                      {r.team ?? ''}
-                    </td>
-                    <td data-label="State">
-                      <EnabledBadge enabled={r.enabled} />
-                    </td>
-                    <td data-label="Created">
-                      <Time value={r.created_at} />
-                    </td>
-                  </tr>
-                ))}
-              </tbody>
-            </table>
-          </div>
-        )}
+        <DataTable
+          rows={rows}
+          empty="No identities yet."
+          columns={[
+            { label: 'Name', cell: (r) => <a href={`${BASE}/${r.id}`} safe>{r.name}</a> },
+            { label: 'Type', text: (r) => r.agent_type },
+            { label: 'Roles', text: (r) => r.roles.join(', ') },
+            { label: 'Team', text: (r) => r.team ?? '' },
+            { label: 'State', cell: (r) => <EnabledBadge enabled={r.enabled} /> },
+            { label: 'Created', cell: (r) => <Time value={r.created_at} /> },
+          ]}
+        />
       </Layout>,
     );
   });
@@ -256,48 +225,17 @@ export function registerIdentityPages({ app, api, services }: AdminModuleContext
           ''
         )}
         <h2>Grants</h2>
-        {grants.length === 0 ? (
-          <Empty>No grants: this identity reaches no source.</Empty>
-        ) : (
-          <div class="table-wrap">
-            <table class="responsive">
-              <thead>
-                <tr>
-                  <th scope="col">Source</th>
-                  <th scope="col">Role</th>
-                  <th scope="col">State</th>
-                  <th scope="col">Expires</th>
-                  {canWrite ? <th scope="col">Actions</th> : ''}
-                </tr>
-              </thead>
-              <tbody>
-                {grants.map((g) => (
-                  <tr>
-                    <td data-label="Source">
-                      <a href={`/dashboard/data-sources/${seg(g.source_id)}`} safe>
-                        {g.source_id}
-                      </a>
-                    </td>
-                    <td data-label="Role" safe>
-                      {g.role_key}
-                    </td>
-                    <td data-label="State">
-                      <EnabledBadge enabled={g.enabled && (g.expires_at === null || g.expires_at > new Date())} />
-                    </td>
-                    <td data-label="Expires">{g.expires_at ? <Time value={g.expires_at} /> : 'never'}</td>
-                    {canWrite ? (
-                      <td data-label="Actions">
-                        <PostButton ctx={ctx} action={`${BASE}/${id}/grants/${g.id}/revoke`} label="Revoke" variant="danger" />
-                      </td>
-                    ) : (
-                      ''
-                    )}
-                  </tr>
-                ))}
-              </tbody>
-            </table>
-          </div>
-        )}
+        <DataTable
+          rows={grants}
+          empty="No grants: this identity reaches no source."
+          columns={[
+            { label: 'Source', cell: (g) => <a href={`/dashboard/data-sources/${seg(g.source_id)}`} safe>{g.source_id}</a> },
+            { label: 'Role', text: (g) => g.role_key },
+            { label: 'State', cell: (g) => <EnabledBadge enabled={g.enabled && (g.expires_at === null || g.expires_at > new Date())} /> },
+            { label: 'Expires', cell: (g) => (g.expires_at ? <Time value={g.expires_at} /> : 'never') },
+            { label: 'Actions', show: canWrite, cell: (g) => <PostButton ctx={ctx} action={`${BASE}/${id}/grants/${g.id}/revoke`} label="Revoke" variant="danger" /> },
+          ]}
+        />
         {canWrite ? (
           <>
             <h2>Grant a role</h2>
