@@ -72,6 +72,14 @@ function decode(body: Buffer, charset: string | null): string | null {
   }
 }
 
+/**
+ * Whether the scanned text is byte for byte the body it came from, so the body itself can be returned without a copy:
+ * UTF-8 (no re-encode), decoded without a replacement character (nothing lossy), and the scan's output the same text.
+ */
+function unchanged(media: MediaType, text: string, out: string): boolean {
+  return out === text && (media.charset === null || UTF8.has(media.charset)) && !text.includes('\uFFFD');
+}
+
 /** The Content-Type after a re-encode to UTF-8: its charset parameter (if any) replaced. */
 function utf8ContentType(contentType: string, media: MediaType): string {
   if (media.charset === null || UTF8.has(media.charset)) return contentType;
@@ -94,7 +102,7 @@ export function scanBody(pii: PiiScanner, body: Buffer, contentType: string | un
   else if (kind === 'json_lines') out = scanRecords(pii, text.split('\n'), '\n', opts, acc);
   else if (kind === 'json_seq') out = scanJsonSeq(pii, text, opts, acc);
   else out = scanTextPart(pii, text, opts, acc);
-  return { kind: 'scanned', body: Buffer.from(out, 'utf8'), contentType: utf8ContentType(contentType ?? '', media), ...acc };
+  return { kind: 'scanned', body: unchanged(media, text, out) ? body : Buffer.from(out, 'utf8'), contentType: utf8ContentType(contentType ?? '', media), ...acc };
 }
 
 interface Acc {
