@@ -42,6 +42,7 @@ const MEANING: Record<string, string> = {
   'gateway.timeouts.upstream_request_ms': 'Whole-request timeout towards upstream sources.',
   'gateway.timeouts.client_idle_ms': 'Idle client connections are closed after this long.',
   'gateway.timeouts.shutdown_grace_ms': 'On SIGTERM/SIGINT, how long draining may take before the process exits anyway.',
+  'gateway.timeouts.pg_drain_ms': 'On SIGTERM/SIGINT, how long PostgreSQL wire sessions may finish their transaction: the listener stops accepting, each session ends with 57P01 at its next transaction boundary (idle ones at once), and those still open at this timeout end with 57P01 and their transaction rolled back. `null` is half of `shutdown_grace_ms`; a value must be shorter than it. docs/pgwire.md "Shutdown".',
   'gateway.egress.allow_private_sources': 'source_ids allowed to reach private/loopback addresses. Set only here, never through the admin API.',
   'gateway.circuit.failure_threshold': 'Consecutive upstream failures that open a source\'s circuit (503 while open).',
   'gateway.circuit.half_open_after_ms': 'How long a circuit stays open before one trial request is let through.',

@@ -37,6 +37,10 @@ export function crossFieldProblems(c: Config): string[] {
   if (c.gateway.pg_tls.require_client_tls && c.gateway.pg_tls.cert_file === null) {
     problems.push('gateway.pg_tls.require_client_tls: needs gateway.pg_tls.cert_file and key_file');
   }
+  const t = c.gateway.timeouts;
+  if (t.pg_drain_ms !== null && t.pg_drain_ms >= t.shutdown_grace_ms) {
+    problems.push('gateway.timeouts.pg_drain_ms: must be shorter than gateway.timeouts.shutdown_grace_ms (the sessions still open at the drain timeout are ended before the process exits)');
+  }
   if (c.database.read_url !== null && c.database.url === null) problems.push('database.read_url: needs database.url (a replica of the embedded store does not exist)');
   if (c.service_role === 'all') {
     const ports: Array<[string, number, string]> = [

@@ -60,6 +60,8 @@ export const gatewaySchema = section({
     upstream_request_ms: positiveInt(3_600_000).default(30_000),
     client_idle_ms: positiveInt(86_400_000).default(300_000),
     shutdown_grace_ms: positiveInt(600_000).default(10_000),
+    /** How long wire sessions may finish their transaction after SIGTERM before they end with 57P01; null is half of shutdown_grace_ms. */
+    pg_drain_ms: z.number().int().min(0).max(600_000).nullable().default(null),
   }),
   egress: section({
     /** source_ids the operator lets reach private addresses; set only in configuration, never through the admin API. */

@@ -101,7 +101,9 @@ export async function startService(loaded: LoadedConfig, role: ServiceRole, log:
         const wire = await buildWireListener(services);
         const host = config.gateway.pg_host ?? config.gateway.host;
         addresses['gateway.pg_port'] = await listenNet(wire.server, 'gateway.pg_port', host, config.gateway.pg_port, sharedListeners);
-        listeners.push({ key: 'gateway.pg_port', close: () => wire.close() });
+        const timeouts = config.gateway.timeouts;
+        const drainMs = timeouts.pg_drain_ms ?? Math.floor(timeouts.shutdown_grace_ms / 2);
+        listeners.push({ key: 'gateway.pg_port', close: () => wire.close(drainMs) });
         tlsReloads.push({ key: 'gateway.pg_tls', reload: () => wire.reloadTls() });
       }
     }

@@ -164,6 +164,8 @@ describe('out-of-range values', () => {
     expect(problems({ gateway: { pg_port: 15432, pg_tls: { require_client_tls: true } } })).toEqual([expect.stringMatching(/^gateway\.pg_tls\.require_client_tls: /)]);
     expect(problems({ audit: { spool: { max_bytes: 1000, segment_bytes: 2000 } } })).toEqual([expect.stringMatching(/^audit\.spool\.segment_bytes: /)]);
     expect(problems({ audit: { retry: { initial_backoff_ms: 5000, max_backoff_ms: 1000 } } })).toEqual([expect.stringMatching(/^audit\.retry\.initial_backoff_ms: /)]);
+    expect(problems({ gateway: { timeouts: { shutdown_grace_ms: 5000, pg_drain_ms: 5000 } } })).toEqual([expect.stringMatching(/^gateway\.timeouts\.pg_drain_ms: must be shorter than gateway\.timeouts\.shutdown_grace_ms/)]);
+    expect(problems({ gateway: { timeouts: { shutdown_grace_ms: 5000, pg_drain_ms: 4000 } } })).toEqual([]);
     expect(problems({ pii: { default_mode: 'deep' } })).toEqual([expect.stringMatching(/^pii\.default_mode: /)]);
     expect(problems({ admin: { session_ttl_seconds: 600, session_idle_seconds: 900 } })).toEqual([expect.stringMatching(/^admin\.session_idle_seconds: /)]);
     expect(problems({ notifications: { enabled: true } })).toEqual([expect.stringMatching(/^notifications\.enabled: needs at least one Slack target/)]);

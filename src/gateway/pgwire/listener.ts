@@ -66,6 +66,7 @@ function clientEncodingProblem(value: string | undefined): string | null {
   return `client_encoding ${JSON.stringify(value.slice(0, 64))} is not supported: the gateway speaks UTF8 only (set PGCLIENTENCODING=UTF8)`;
 }
 const MAX_QUEUED_FRAMES = 256;
+const SHUTDOWN_MESSAGE = 'terminating connection: the gateway is shutting down';
 
 type State = 'startup' | 'sasl_initial' | 'sasl_continue' | 'password' | 'connecting' | 'ready' | 'closed';
 
@@ -83,7 +84,11 @@ export interface WireListener {
   sessions(): number;
   /** Re-reads gateway.pg_tls's certificate and key for new sessions; false without TLS; throws when a file cannot be used (the old one stays). */
   reloadTls(): boolean;
-  close(): Promise<void>;
+  /**
+   * Stops accepting, lets sessions finish their transaction for up to `drainMs` (each ends with 57P01 at its next
+   * transaction boundary), then ends the rest with 57P01 (docs/pgwire.md "Shutdown").
+   */
+  close(drainMs?: number): Promise<void>;
 }
 
 export function createWireListener(deps: WireListenerDeps): WireListener {
@@ -114,14 +119,24 @@ export function createWireListener(deps: WireListenerDeps): WireListener {
       secureContext = readContext();
       return true;
     },
-    async close() {
-      await new Promise<void>((resolve) => {
-        server.close(() => resolve());
+    async close(drainMs = 0) {
+      // server.close's callback runs once every connection has closed: new connections are refused from now on.
+      const closed = new Promise<void>((resolve) => server.close(() => resolve()));
+      for (const c of connections.values()) c.drain();
+      let timer: NodeJS.Timeout | undefined;
+      const timedOut = await Promise.race([closed.then(() => false), new Promise<boolean>((resolve) => (timer = setTimeout(() => resolve(true), drainMs)))]);
+      clearTimeout(timer);
+      if (timedOut) {
+        log.info({ sessions: connections.size, drain_ms: drainMs }, 'wire drain timeout: ending the remaining sessions with 57P01');
         for (const c of connections.values()) c.shutdown();
-        setTimeout(() => {
+        // A client that does not read its FATAL (a full socket buffer) is cut off shortly after.
+        const cut = setTimeout(() => {
           for (const s of connections.keys()) s.destroy();
-        }, 2_000).unref();
-      });
+        }, 2_000);
+        cut.unref();
+        await closed;
+        clearTimeout(cut);
+      }
       refresher.close();
       await deps.pools.close();
     },
@@ -227,10 +242,20 @@ class WireConnection {
     this.#socket.end();
   }
 
-  /** Ends the connection with 57P01, written through TLS when the connection upgraded. */
+  /**
+   * Shutdown, first step: a session ends with 57P01 at its next transaction boundary (WireRelay#drain); one still
+   * starting or authenticating has no transaction and ends now.
+   */
+  drain(): void {
+    if (this.#state === 'ready') return this.#relay!.drain(SHUTDOWN_MESSAGE);
+    this.shutdown();
+  }
+
+  /** Ends the connection with 57P01 now, written through TLS when the connection upgraded; an open transaction is rolled back. */
   shutdown(): void {
     if (this.#state === 'closed') return void this.#socket.end();
-    this.#fatal({ sqlstate: '57P01', message: 'terminating connection: the gateway is shutting down' });
+    if (this.#state === 'ready') return this.#relay!.terminate(SHUTDOWN_MESSAGE);
+    this.#fatal({ sqlstate: '57P01', message: SHUTDOWN_MESSAGE });
   }
 
   #protocolError(err: unknown): void {

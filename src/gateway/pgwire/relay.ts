@@ -191,6 +191,12 @@ export class WireRelay {
    */
   #cursorMayQuote = false;
   #closed = false;
+  /** The transaction status of the last ReadyForQuery the client was sent. */
+  #clientTx: number;
+  /** Client messages being handled now (a decision may be awaited before anything is sent upstream). */
+  #handling = 0;
+  /** Set by drain(): the FATAL the session ends with at its next transaction boundary. */
+  #drainError: Buffer | null = null;
   /** Client output not yet written: messages, and barriers holding what follows them. */
   #out: (Buffer | AuditBarrier)[] = [];
   #outBytes = 0;
@@ -204,6 +210,7 @@ export class WireRelay {
 
   constructor(private readonly client: net.Socket, private readonly upstream: UpstreamConnection, private readonly deps: RelayDeps) {
     this.memo = new DecisionMemo(deps.decider.pipeline);
+    this.#clientTx = upstream.transactionStatus;
     upstream.setHandler(
       (type, raw, body) => this.#onUpstream(type, raw, body),
       () => this.#flush(false),
@@ -221,6 +228,30 @@ export class WireRelay {
 
   cancel(): void {
     if (this.#pending.length > 0) this.upstream.cancel();
+  }
+
+  /**
+   * Shutdown, first step (docs/pgwire.md "Shutdown"): the session ends with `message` (57P01) at its next transaction
+   * boundary — now when it is idle outside a transaction block, otherwise after the ReadyForQuery that reports it idle
+   * again. What the client pipelined behind that boundary is not run.
+   */
+  drain(message: string): void {
+    if (this.#closed || this.#drainError !== null) return;
+    this.#drainError = errorResponse({ severity: 'FATAL', sqlstate: '57P01', message });
+    this.#endIfDrainedIdle();
+  }
+
+  /** Shutdown, at the drain timeout: ends the session now; the upstream connection is closed, which rolls back an open transaction. */
+  terminate(message: string): void {
+    if (this.#closed) return;
+    this.#endSession(message, '57P01');
+  }
+
+  #endIfDrainedIdle(): void {
+    if (this.#drainError === null || this.#closed || this.#ending) return;
+    if (this.#handling > 0 || this.#pending.length > 0 || this.#batch.length > 0 || this.#failed || this.#clientTx !== TxStatus.Idle) return;
+    this.#send(this.#drainError);
+    this.#endAfterOutput();
   }
 
   /**
@@ -333,6 +364,16 @@ export class WireRelay {
   // ---- client side ----
 
   async handle(frame: Frame): Promise<void> {
+    this.#handling++;
+    try {
+      await this.#handle(frame);
+    } finally {
+      this.#handling--;
+      if (this.#drainError !== null) this.#endIfDrainedIdle();
+    }
+  }
+
+  async #handle(frame: Frame): Promise<void> {
     if (this.#failed && frame.type !== Frontend.Sync) return;
     switch (frame.type) {
       case Frontend.Query:
@@ -1030,7 +1071,9 @@ export class WireRelay {
     const gatewayError = this.#gatewayError;
     this.#gatewayError = false;
     if (gatewayError && raw[5] === TxStatus.InBlock) return this.#settleTransaction();
+    this.#clientTx = raw[5]!;
     this.#send(raw);
+    if (this.#drainError !== null) this.#endIfDrainedIdle();
   }
 
   /**
