@@ -1,11 +1,11 @@
 // The catalog's admin routes (spec §4; docs/catalog.md "API"): the captured tree, scans on demand, scan history, changes and their acknowledgement, annotations, settings, and the two console form endpoints.
-import type { FastifyReply, FastifyRequest } from 'fastify';
+import type { FastifyRequest } from 'fastify';
 import { z } from 'zod';
 import type { AdminModule } from '../admin/module.js';
 import { adminOf, requirePermission } from '../admin/auth/principal.js';
 import { audit, notFound } from '../admin/api/shared.js';
 import { sourceParams } from '../admin/api/data-sources.js';
-import { parseOrThrow, validationError } from '../http/validation.js';
+import { validationError } from '../http/validation.js';
 import { getDataSourceBySourceId } from '../store/repos/data-sources.js';
 import {
   acknowledgeChanges,
@@ -29,6 +29,7 @@ import { catalogEventsFor } from './runtime.js';
 import { CLASSIFICATION_PATTERN } from './classify.js';
 import { resolveAnnotationPath, treeOf } from './tree.js';
 import { namingReport } from './naming-service.js';
+import { registerCatalogPages } from './pages.js';
 import type { CatalogStructure } from './model.js';
 
 const iso = (d: Date | null) => (d === null ? null : d.toISOString());
@@ -72,9 +73,6 @@ const settingsBody = z.strictObject({ drift_protection: z.boolean() });
 const scanBody = z.strictObject({ wait_seconds: z.number().int().min(0).max(300).default(0) }).prefault({});
 const changesQuery = z.strictObject({ status: z.enum(['open', 'acknowledged', 'all']).default('all') });
 const treeQuery = z.strictObject({ q: z.string().max(256).optional() });
-/** Console forms (spec §2 "Console form bodies"); the CSRF token travels in the form too. */
-const ackForm = z.object({ change_id: changeIdSchema.default(''), csrf_token: z.string().optional() });
-const annotateForm = z.object({ path: z.string().min(1, 'Field required').max(1024), classification: z.string().max(128).default(''), csrf_token: z.string().optional() });
 
 function actorOf(req: FastifyRequest): string {
   return adminOf(req).username;
@@ -87,10 +85,10 @@ async function sourceOr404(services: Services, sourceId: string) {
 }
 
 /** Acknowledges one change or all; a change_id the source never had is a 422 on `change_id`. */
-async function acknowledge(services: Services, req: FastifyRequest, sourceId: string, changeId: string | null, loc: 'body') {
+async function acknowledge(services: Services, req: FastifyRequest, sourceId: string, changeId: string | null) {
   await sourceOr404(services, sourceId);
   if (changeId !== null && !(await changeExists(services.db, sourceId, changeId))) {
-    throw validationError([{ loc: [loc, 'change_id'], msg: 'no change with this change_id for the source', type: 'value_error.reference' }]);
+    throw validationError([{ loc: ['body', 'change_id'], msg: 'no change with this change_id for the source', type: 'value_error.reference' }]);
   }
   const acknowledged = await acknowledgeChanges(services.db, sourceId, changeId, actorOf(req));
   await audit(services, req, 'catalog.acknowledge', { type: 'data_source', id: sourceId }, undefined, 200, { change_id: changeId ?? '(all)', count: acknowledged.length });
@@ -120,11 +118,25 @@ async function annotate(services: Services, req: FastifyRequest, sourceId: strin
   return { source_id: sourceId, path: row.path, classification: row.classification, updated_by: row.updated_by, updated_at: iso(row.updated_at) };
 }
 
-function backTo(reply: FastifyReply, sourceId: string, what: string) {
-  return reply.code(303).header('location', `/dashboard/data-sources/${encodeURIComponent(sourceId)}/catalog#${what}`).send();
+/** Asks the workers for a scan now (docs/catalog.md "When a source is scanned"); answers when it was asked. */
+async function requestScanNow(services: Services, req: FastifyRequest, sourceId: string): Promise<Date> {
+  await sourceOr404(services, sourceId);
+  if (!services.config.catalog.enabled) throw validationError([{ loc: ['path', 'source_id'], msg: 'catalog scanning is disabled (catalog.enabled is false)', type: 'value_error' }]);
+  const requestedAt = await requestScan(services.db, sourceId);
+  await services.coord.publish(CATALOG_SCAN_REQUESTED_CHANNEL, sourceId).catch(() => undefined);
+  await audit(services, req, 'catalog.scan', { type: 'data_source', id: sourceId }, undefined, 202);
+  return requestedAt;
 }
 
-export const catalogModule: AdminModule = ({ app, api, services }) => {
+/** What the console pages do through the same code as the JSON routes. */
+export interface CatalogActions {
+  acknowledge(req: FastifyRequest, sourceId: string, changeId: string | null): Promise<unknown>;
+  annotate(req: FastifyRequest, sourceId: string, path: string, classification: string): Promise<unknown>;
+  requestScan(req: FastifyRequest, sourceId: string): Promise<Date>;
+}
+
+export const catalogModule: AdminModule = (ctx) => {
+  const { app, api, services } = ctx;
   const read = requirePermission('catalog:read');
   const write = requirePermission('catalog:write');
   const tags = ['catalog'];
@@ -158,11 +170,7 @@ export const catalogModule: AdminModule = ({ app, api, services }) => {
     body: scanBody,
     successStatus: 202,
     handler: async ({ params, body, req, reply }) => {
-      await sourceOr404(services, params.source_id);
-      if (!services.config.catalog.enabled) throw validationError([{ loc: ['path', 'source_id'], msg: 'catalog scanning is disabled (catalog.enabled is false)', type: 'value_error' }]);
-      const requestedAt = await requestScan(services.db, params.source_id);
-      await services.coord.publish(CATALOG_SCAN_REQUESTED_CHANNEL, params.source_id).catch(() => undefined);
-      await audit(services, req, 'catalog.scan', { type: 'data_source', id: params.source_id }, undefined, 202);
+      const requestedAt = await requestScanNow(services, req, params.source_id);
       const deadline = Date.now() + body.wait_seconds * 1000;
       while (Date.now() < deadline) {
         const last = await latestSnapshot(services.db, params.source_id);
@@ -209,7 +217,7 @@ export const catalogModule: AdminModule = ({ app, api, services }) => {
     preHandler: write,
     params: sourceParams,
     body: ackBody,
-    handler: async ({ params, body, req }) => acknowledge(services, req, params.source_id, body.change_id ? body.change_id : null, 'body'),
+    handler: async ({ params, body, req }) => acknowledge(services, req, params.source_id, body.change_id ? body.change_id : null),
   });
 
   api.route(app, {
@@ -275,30 +283,9 @@ export const catalogModule: AdminModule = ({ app, api, services }) => {
     handler: async () => namingReport(services.db),
   });
 
-  // Console form endpoints (spec §4): form-encoded, CSRF token in the form or header; success redirects back (303).
-  const consumes = ['application/x-www-form-urlencoded'];
-  api.describe({ method: 'POST', url: '/dashboard/data-sources/:source_id/catalog/changes/acknowledge', summary: 'Acknowledge one change (change_id) or all (empty)', tags: [...tags, 'console'], params: sourceParams, body: ackForm, consumes, successStatus: 303 });
-  api.describe({ method: 'POST', url: '/dashboard/data-sources/:source_id/catalog/annotations', summary: 'Classify a path; an empty classification removes it', tags: [...tags, 'console'], params: sourceParams, body: annotateForm, consumes, successStatus: 303 });
-
-  app.post('/dashboard/data-sources/:source_id/catalog/changes/acknowledge', { preHandler: write }, async (req, reply) => {
-    const { source_id } = parseOrThrow(sourceParams, 'path', req.params);
-    const form = parseOrThrow(ackForm, 'body', flatten(req.body));
-    await acknowledge(services, req, source_id, form.change_id === '' ? null : form.change_id, 'body');
-    return backTo(reply, source_id, 'changes');
-  });
-
-  app.post('/dashboard/data-sources/:source_id/catalog/annotations', { preHandler: write }, async (req, reply) => {
-    const { source_id } = parseOrThrow(sourceParams, 'path', req.params);
-    const form = parseOrThrow(annotateForm, 'body', flatten(req.body));
-    await annotate(services, req, source_id, form.path, form.classification);
-    return backTo(reply, source_id, 'annotations');
+  registerCatalogPages(ctx, {
+    acknowledge: (req, sourceId, changeId) => acknowledge(services, req, sourceId, changeId),
+    annotate: (req, sourceId, path, classification) => annotate(services, req, sourceId, path, classification),
+    requestScan: (req, sourceId) => requestScanNow(services, req, sourceId),
   });
 };
-
-/** Form parsers give a repeated field as an array; these forms are single-valued, so the last value wins. */
-function flatten(body: unknown): Record<string, unknown> {
-  if (body === null || typeof body !== 'object') return {};
-  const out: Record<string, unknown> = {};
-  for (const [k, v] of Object.entries(body as Record<string, unknown>)) out[k] = Array.isArray(v) ? v[v.length - 1] : v;
-  return out;
-}

@@ -3,6 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startWorld, type World } from '../support/world.js';
 import { bearer } from '../support/admin-client.js';
 import { createSourceDatabase, type SourceDatabase } from './support.js';
+import { fieldError } from '../console/support/pages.js';
 
 const SOURCE = 'catalog-api';
 let world: World;
@@ -78,10 +79,10 @@ describe('catalog API', () => {
     const acked = (await world.admin('GET', `/api/data-sources/${SOURCE}/catalog/changes?status=acknowledged`)).json as Array<{ acknowledged_by: string }>;
     expect(acked).toHaveLength(3);
     expect(acked.every((c) => c.acknowledged_by === 'admin')).toBe(true);
-    // An unknown change_id is a 422 on change_id, by form and by JSON.
+    // An unknown change_id is a 422 on change_id, by form (the page, with the message at the field) and by JSON.
     const bad = await form(`/dashboard/data-sources/${SOURCE}/catalog/changes/acknowledge`, { change_id: 'abcdef' });
     expect(bad.status).toBe(422);
-    expect(bad.json.detail[0].loc).toEqual(['body', 'change_id']);
+    expect(fieldError(bad.text, 'change_id')).toBe('No change with this change_id for the source.');
     expect((await world.admin('POST', `/api/data-sources/${SOURCE}/catalog/changes/acknowledge`, { change_id: 'not hex' })).status).toBe(422);
     expect((await world.admin('POST', `/api/data-sources/no-such-source/catalog/changes/acknowledge`, {})).status).toBe(404);
   });
@@ -113,7 +114,7 @@ describe('catalog API', () => {
     }
     const missing = await form(`/dashboard/data-sources/${SOURCE}/catalog/annotations`, { classification: 'email' });
     expect(missing.status).toBe(422);
-    expect(missing.json.detail[0].loc).toEqual(['body', 'path']);
+    expect(fieldError(missing.text, 'path')).toBe('This field is required.');
   });
 
   it('drift protection is a per-source setting, on by default', async () => {

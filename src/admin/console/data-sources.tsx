@@ -275,6 +275,16 @@ export function registerDataSourcePages({ app, api, services }: AdminModuleConte
           <dd>
             <Time value={source.created_at} />
           </dd>
+          {ctx.can('catalog:read') ? (
+            <>
+              <dt>Catalog</dt>
+              <dd>
+                <a href={`${BASE}/${seg(sourceId)}/catalog`}>Structure, changes and classifications</a>
+              </dd>
+            </>
+          ) : (
+            ''
+          )}
         </dl>
         {canWrite ? (
           <div class="form-actions">

@@ -19,6 +19,7 @@ export const navEntries: NavEntry[] = [
   { href: '/dashboard/alerts', label: 'Alerts', permission: 'alerts:read', order: 60 },
   { href: '/dashboard/data-sources', label: 'Data sources', permission: 'sources:read', order: 50 },
   { href: '/dashboard/ingestion/jobs', label: 'Ingestion', permission: 'jobs:read', order: 70 },
+  { href: '/dashboard/catalog/naming-report', label: 'Naming report', permission: 'catalog:read', order: 55 },
 ];
 
 /** The entries an admin may see, in menu order. */
