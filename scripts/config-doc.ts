@@ -111,6 +111,7 @@ const MEANING: Record<string, string> = {
   'auth.oidc.allow_insecure_endpoints': 'Allow plain-HTTP provider endpoints (local testing only). Must be false in production.',
   'auth.oidc.allow_private_network': 'Let the gateway and admin reach the identity provider on a private, loopback or link-local address: an operator exception to the egress rules, as `gateway.egress.allow_private_sources` is for sources.',
   'auth.oidc.clock_tolerance_seconds': 'Clock skew tolerated when checking token times.',
+  'auth.oidc.agent_max_token_age_seconds': 'Oldest agent JWT accepted, counted from its `iat` (which agent JWTs must then carry), whatever its `exp` says; a wire session signed in with a JWT ends when the token does (docs/agent-jwt.md).',
 
   'cache.enabled': 'Response cache for read operations.',
   'cache.l1_ttl_seconds': 'Lifetime of in-process (L1) cache entries.',

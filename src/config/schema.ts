@@ -170,6 +170,8 @@ export const oidcSchema = section({
   /** The identity provider may be on a private, loopback or link-local address (an operator exception to the egress rules, spec §4 rule 5). */
   allow_private_network: z.boolean().default(false),
   clock_tolerance_seconds: z.number().int().min(0).max(300).default(30),
+  /** Oldest agent JWT accepted, counted from its `iat` (required); its `exp` may not stretch a session past this either. */
+  agent_max_token_age_seconds: z.number().int().min(60).max(7 * 86_400).default(86_400),
 });
 
 export const authSchema = section({

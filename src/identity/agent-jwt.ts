@@ -41,6 +41,8 @@ export interface AgentJwtDeps {
   issuer: string;
   audience: string;
   clockToleranceSeconds: number;
+  /** Oldest token accepted, counted from its `iat` (auth.oidc.agent_max_token_age_seconds). */
+  maxTokenAgeSeconds: number;
   /** The provider's JWKS resolver; null until discovery succeeded (then JWTs answer 503, fail closed). */
   keys: () => JWTVerifyGetKey | null;
   /** Revocations (identity, grant or mapping changes) drop remembered identities. */
@@ -68,6 +70,15 @@ function reasonOf(err: unknown): string {
   if (err instanceof joseErrors.JWKSMultipleMatchingKeys) return 'ambiguous key';
   if (err instanceof joseErrors.JWSInvalid || err instanceof joseErrors.JWTInvalid) return 'malformed';
   return 'verification failed';
+}
+
+/**
+ * When a verified token stops being accepted: its `exp` or the end of its maximum age, whichever is first, plus the
+ * clock tolerance. The memo of verified tokens and the wire session's end both use it (docs/agent-jwt.md).
+ */
+export function validUntilMs(payload: JWTPayload, limits: { clockToleranceSeconds: number; maxTokenAgeSeconds: number }): number {
+  // jose compares whole seconds: `exp` fails from exp + tolerance on, the age from iat + max + tolerance + 1 on.
+  return Math.min(payload.exp! + limits.clockToleranceSeconds, payload.iat! + limits.maxTokenAgeSeconds + limits.clockToleranceSeconds + 1) * 1000;
 }
 
 /** A verified JWT, remembered until it expires: its subject. */
@@ -113,7 +124,9 @@ export class AgentJwtAuthenticator {
         audience: this.#deps.audience,
         algorithms: [...AGENT_JWT_ALGORITHMS],
         clockTolerance: this.#deps.clockToleranceSeconds,
-        requiredClaims: ['exp', 'sub'],
+        requiredClaims: ['exp', 'sub', 'iat'],
+        // With a maximum age jose also refuses an `iat` in the future beyond the clock tolerance.
+        maxTokenAge: this.#deps.maxTokenAgeSeconds,
       }));
     } catch (err) {
       // A JWKS that cannot be fetched is the provider's outage, not the agent's fault: 503, fail closed.
@@ -122,9 +135,12 @@ export class AgentJwtAuthenticator {
     }
     // spec §5.6: a token with several audiences must name the configured one as its authorized party.
     if (Array.isArray(payload.aud) && payload.aud.length > 1 && payload.azp !== this.#deps.audience) throw refusal('several audiences without a matching azp');
+    // OIDC Core §3.1.3.7 item 5: an `azp` that is present names the party the token was issued to — on a
+    // single-audience token too. Another party's token is not ours to accept.
+    if (payload.azp !== undefined && payload.azp !== this.#deps.audience) throw refusal('azp names another party');
     const sub = payload.sub!;
     if (sub.length < 1 || sub.length > 512) throw refusal('subject outside 1..512 characters');
-    return { sub, expMs: payload.exp! * 1000 + this.#deps.clockToleranceSeconds * 1000 };
+    return { sub, expMs: validUntilMs(payload, this.#deps) };
   }
 
   async #identity(sub: string): Promise<AgentIdentity> {

@@ -8,7 +8,7 @@ import { authenticateAgent } from './authenticate.js';
 import { oidcProviderOf } from '../oidc/index.js';
 
 export { authenticateAgent, bearerKey, toAgentIdentity, type AgentAuthDeps } from './authenticate.js';
-export { AgentJwtAuthenticator, looksLikeJwt, AGENT_JWT_ALGORITHMS, type AgentJwtDeps } from './agent-jwt.js';
+export { AgentJwtAuthenticator, looksLikeJwt, validUntilMs, AGENT_JWT_ALGORITHMS, type AgentJwtDeps } from './agent-jwt.js';
 export {
   revokeKeySessions,
   revokeIdentityKeySessions,
@@ -92,6 +92,7 @@ export function agentJwtAuthenticator(services: Pick<Services, 'db' | 'log' | 'c
       issuer: provider.issuer,
       audience: settings.agent_audience,
       clockToleranceSeconds: settings.clock_tolerance_seconds,
+      maxTokenAgeSeconds: settings.agent_max_token_age_seconds,
       keys: () => provider.keys(),
       feed: memos.get(services),
       log: services.log.child({ component: 'agent-jwt' }),

@@ -1,4 +1,4 @@
-// Agent JWTs on every front door (spec §5.4, §5.6) against a real oidc-provider: /proxy, /mcp and psql (password = JWT) allowed with a grant and 403/42501 without; expired, forged, alg none, HS256-with-public-key, wrong audience, several audiences without azp and unmapped subjects refused and audited without the token; key rotation.
+// Agent JWTs on every front door (spec §5.4, §5.6) against a real oidc-provider: /proxy, /mcp and psql (password = JWT) allowed with a grant and 403/42501 without; expired, too old, future iat, forged, alg none, HS256-with-public-key, wrong audience, azp of another party and unmapped subjects refused and audited without the token (generated claim combinations too); a wire session ends when its token does; key rotation.
 import { execFile, execFileSync } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -7,6 +7,8 @@ import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { SignJWT, base64url, decodeJwt } from 'jose';
+import fc from 'fast-check';
+import pg from 'pg';
 import { startWorld, type World } from '../support/world.js';
 import { createTestDatabase, TEST_PG_HOST, TEST_PG_PORT, type TestDatabase } from '../support/pg.js';
 import { startUpstream, type TestUpstream } from '../egress/upstream-server.js';
@@ -19,6 +21,9 @@ const PG_SOURCE = 'jwt_pg';
 const GRANTED = { client_id: 'agent-granted', client_secret: 'granted-secret-000000000001' };
 const UNGRANTED = { client_id: 'agent-ungranted', client_secret: 'ungranted-secret-00000000001' };
 const UNMAPPED = { client_id: 'agent-unmapped', client_secret: 'unmapped-secret-000000000001' };
+/** Small on purpose, so the token-age and session-end tests wait seconds, not hours. */
+const CLOCK_TOLERANCE = 5;
+const MAX_TOKEN_AGE = 600;
 
 let provider: TestProvider;
 let world: World;
@@ -35,7 +40,11 @@ beforeAll(async () => {
   execFileSync('openssl', ['req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-subj', '/CN=localhost', '-days', '1', '-keyout', join(certDir, 'key.pem'), '-out', join(certDir, 'cert.pem')], { stdio: 'ignore' });
   world = await startWorld({
     privateSources: [HTTP_SOURCE, PG_SOURCE],
-    env: { ...oidcEnv(provider), SERVICE_GATEWAY__PG_TLS__CERT_FILE: join(certDir, 'cert.pem'), SERVICE_GATEWAY__PG_TLS__KEY_FILE: join(certDir, 'key.pem') },
+    env: {
+      ...oidcEnv(provider),
+      SERVICE_AUTH__OIDC__CLOCK_TOLERANCE_SECONDS: String(CLOCK_TOLERANCE),
+      SERVICE_AUTH__OIDC__AGENT_MAX_TOKEN_AGE_SECONDS: String(MAX_TOKEN_AGE),
+      SERVICE_GATEWAY__PG_TLS__CERT_FILE: join(certDir, 'cert.pem'), SERVICE_GATEWAY__PG_TLS__KEY_FILE: join(certDir, 'key.pem') },
   });
   await world.httpSource(HTTP_SOURCE, `http://127.0.0.1:${upstream.port}/base/`);
   const pgSource = await world.admin('POST', '/api/data-sources', {
@@ -208,6 +217,22 @@ describe('refused JWTs: 401, audited with the reason and without the token', () 
     await refusedOnProxy(await provider.sign({ ...claims, iss: `${provider.issuer}/` }), /^jwt claim iss invalid$/);
   });
 
+  test('an iat in the future beyond the clock tolerance', async () => {
+    const now = Math.floor(Date.now() / 1000);
+    await refusedOnProxy(await provider.sign({ iss: provider.issuer, sub: GRANTED.client_id, aud: AGENT_AUDIENCE, iat: now + 120, exp: now + 300 }), /^jwt claim iat invalid$/);
+  });
+
+  test('no iat, or one older than the maximum token age (whatever its exp says)', async () => {
+    const now = Math.floor(Date.now() / 1000);
+    await refusedOnProxy(await provider.sign({ iss: provider.issuer, sub: GRANTED.client_id, aud: AGENT_AUDIENCE, exp: now + 300 }), /^jwt claim iat invalid$/);
+    await refusedOnProxy(await provider.sign({ iss: provider.issuer, sub: GRANTED.client_id, aud: AGENT_AUDIENCE, iat: now - MAX_TOKEN_AGE - 60, exp: now + 86_400 }), /^jwt expired$/);
+  });
+
+  test('a single-audience token whose azp names another party', async () => {
+    const claims = decodeJwt(await provider.agentToken(GRANTED.client_id, GRANTED.client_secret));
+    await refusedOnProxy(await provider.sign({ ...claims, azp: 'another-client' }), /^jwt azp names another party$/);
+  });
+
   test('a valid token whose subject no identity is mapped to is never provisioned', async () => {
     await refusedOnProxy(await provider.agentToken(UNMAPPED.client_id, UNMAPPED.client_secret), /^jwt subject not mapped to an identity$/);
   });
@@ -220,6 +245,87 @@ describe('refused JWTs: 401, audited with the reason and without the token', () 
     expect((await world.proxy(token, 'GET', `/proxy/${HTTP_SOURCE}/items`)).status).toBe(200);
     expect((await world.admin('PATCH', `/api/identities/${agent.id}`, { enabled: false })).status).toBe(200);
     await refusedOnProxy(token, /^jwt identity disabled$/);
+  });
+});
+
+/** One generated claim set: times as offsets from now in seconds (undefined: claim absent). */
+interface ClaimCase {
+  iat: number | undefined;
+  nbf: number | undefined;
+  exp: number;
+  aud: string | string[];
+  azp: string | undefined;
+}
+
+/** The decision the rules of docs/agent-jwt.md "What is checked" give for a claim set (offsets stay ≥ 30 s from every edge). */
+function expectedAccepted(c: ClaimCase): boolean {
+  const auds = Array.isArray(c.aud) ? c.aud : [c.aud];
+  if (c.iat === undefined || c.iat > CLOCK_TOLERANCE || -c.iat - CLOCK_TOLERANCE > MAX_TOKEN_AGE) return false;
+  if (c.nbf !== undefined && c.nbf > CLOCK_TOLERANCE) return false;
+  if (c.exp <= -CLOCK_TOLERANCE) return false;
+  if (!auds.includes(AGENT_AUDIENCE)) return false;
+  if (auds.length > 1 && c.azp !== AGENT_AUDIENCE) return false;
+  return c.azp === undefined || c.azp === AGENT_AUDIENCE;
+}
+
+describe('generated claim combinations', () => {
+  const OTHER = 'https://other.example/api';
+  const cases = fc.record({
+    iat: fc.constantFrom(undefined, -MAX_TOKEN_AGE - 60, -MAX_TOKEN_AGE + 60, -30, 0, 2, 60, 3_600),
+    nbf: fc.constantFrom(undefined, -60, 0, 60),
+    exp: fc.constantFrom(-3_600, -60, 60, 300, 30 * 86_400),
+    aud: fc.constantFrom<string | string[]>(AGENT_AUDIENCE, OTHER, [AGENT_AUDIENCE, OTHER], [OTHER, AGENT_AUDIENCE], [AGENT_AUDIENCE]),
+    azp: fc.constantFrom(undefined, AGENT_AUDIENCE, GRANTED.client_id, OTHER),
+  });
+
+  test('a token is accepted exactly when every rule holds; every refusal is a 401', async () => {
+    let n = 0;
+    const seen = { accepted: 0, refused: 0 };
+    await fc.assert(
+      fc.asyncProperty(cases, async (c) => {
+        const now = Math.floor(Date.now() / 1000);
+        const claims: Record<string, unknown> = { iss: provider.issuer, sub: GRANTED.client_id, aud: c.aud, exp: now + c.exp, jti: `gen-${process.pid}-${++n}-${now}` };
+        if (c.iat !== undefined) claims.iat = now + c.iat;
+        if (c.nbf !== undefined) claims.nbf = now + c.nbf;
+        if (c.azp !== undefined) claims.azp = c.azp;
+        const r = await world.proxy(await provider.sign(claims), 'GET', `/proxy/${HTTP_SOURCE}/items`);
+        const accepted = expectedAccepted(c);
+        seen[accepted ? 'accepted' : 'refused']++;
+        expect(r.status).toBe(accepted ? 200 : 401);
+      }),
+      { numRuns: 80 },
+    );
+    // Both outcomes were exercised (the generator is not stuck on one side).
+    expect(seen.accepted).toBeGreaterThan(0);
+    expect(seen.refused).toBeGreaterThan(0);
+  }, 120_000);
+});
+
+describe('a token ends with its maximum age and its session with it', () => {
+  test('accepted until iat + max age + tolerance, then refused on /proxy (the memo too) and the wire session ends with FATAL 28000', async () => {
+    const now = Math.floor(Date.now() / 1000);
+    // Valid for about 3 + CLOCK_TOLERANCE more seconds by its age, though its exp is a day away.
+    const token = await provider.sign({ iss: provider.issuer, sub: GRANTED.client_id, aud: AGENT_AUDIENCE, iat: now - MAX_TOKEN_AGE + 3, exp: now + 86_400, jti: `aging-${now}` });
+    expect((await world.proxy(token, 'GET', `/proxy/${HTTP_SOURCE}/items`)).status).toBe(200);
+    const client = new pg.Client({ host: '127.0.0.1', port: pgPort, user: 'jwt-granted', password: token, database: PG_SOURCE, ssl: { rejectUnauthorized: false } });
+    const ended = new Promise<Error & { code?: string }>((resolve) => client.on('error', resolve));
+    await client.connect();
+    expect((await client.query('select 1 as one')).rows).toEqual([{ one: 1 }]);
+    const err = await Promise.race([ended, new Promise<null>((r) => setTimeout(() => r(null), (3 + CLOCK_TOLERANCE + 10) * 1000))]);
+    expect(err?.code).toBe('28000');
+    expect(err?.message).toMatch(/token this session signed in with expired/);
+    await expect(client.query('select 1')).rejects.toThrow();
+    await client.end().catch(() => undefined);
+    // The remembered verification ended at the same moment: the next request is refused.
+    await refusedOnProxy(token, /^jwt expired$/);
+  }, 40_000);
+
+  test('a session whose token has not ended keeps working (the timer is per token, not per statement)', async () => {
+    const token = await provider.agentToken(GRANTED.client_id, GRANTED.client_secret);
+    const client = new pg.Client({ host: '127.0.0.1', port: pgPort, user: 'jwt-granted', password: token, database: PG_SOURCE, ssl: { rejectUnauthorized: false } });
+    await client.connect();
+    for (let i = 0; i < 3; i++) expect((await client.query('select $1::int as n', [i])).rows).toEqual([{ n: i }]);
+    await client.end();
   });
 });
 

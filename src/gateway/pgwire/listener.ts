@@ -9,7 +9,8 @@ import type { Auditor } from '../../audit/context.js';
 import type { PipelineDeps } from '../../pipeline/context.js';
 import type { Db } from '../../store/repos/util.js';
 import { getIdentityByName, getIdentityByPgUsername } from '../../store/repos/identities.js';
-import { looksLikeJwt, parseScramVerifier, scramPasswordMatches, toAgentIdentity, type AgentIdentity, type KeyRevocationFeed, type ParsedScramVerifier } from '../../identity/index.js';
+import { looksLikeJwt, validUntilMs, parseScramVerifier, scramPasswordMatches, toAgentIdentity, type AgentIdentity, type KeyRevocationFeed, type ParsedScramVerifier } from '../../identity/index.js';
+import { decodeJwt } from 'jose';
 import { GatehouseError, isGatehouseError } from '../../errors/registry.js';
 import { auditFailure } from '../../pipeline/run.js';
 import { StoreUnavailableError } from '../../store/errors.js';
@@ -180,6 +181,8 @@ class WireConnection {
   #statements = 0;
   /** Stops watching the session's managed role (sources with managed privileges). */
   #untrack: (() => void) | null = null;
+  /** Ends a session signed in with an agent JWT when the token stops being valid (docs/agent-jwt.md). */
+  #tokenExpiry: NodeJS.Timeout | null = null;
 
   constructor(socket: net.Socket, private readonly ctx: ConnectionContext) {
     this.#socket = socket;
@@ -415,7 +418,24 @@ class WireConnection {
     }
     this.#identity = identity;
     this.#verifier = this.#userRow.verifier;
+    this.#endAtTokenExpiry(token);
     await this.#connect();
+  }
+
+  /**
+   * A JWT is a credential with an end, and the session it opened ends with it: at its `exp` (or the end of its maximum
+   * age) plus the clock tolerance, FATAL 28000 — class 28, invalid authorization, like PostgreSQL's own refusals of a
+   * login that is no longer authorized — whatever the session is doing, as pg_terminate_backend would end it. The
+   * token was verified just now, so its claims are read without a second signature check.
+   */
+  #endAtTokenExpiry(token: string): void {
+    const o = this.ctx.deps.config.auth.oidc;
+    const endMs = validUntilMs(decodeJwt(token), { clockToleranceSeconds: o.clock_tolerance_seconds, maxTokenAgeSeconds: o.agent_max_token_age_seconds });
+    this.#tokenExpiry = setTimeout(
+      () => this.#fatal({ sqlstate: '28000', message: 'terminating connection: the token this session signed in with expired', hint: 'Sign in again with a new token.' }),
+      Math.max(0, endMs - Date.now()),
+    );
+    this.#tokenExpiry.unref();
   }
 
   async #connect(): Promise<void> {
@@ -513,6 +533,8 @@ class WireConnection {
     this.#state = 'closed';
     this.#untrack?.();
     this.#untrack = null;
+    if (this.#tokenExpiry) clearTimeout(this.#tokenExpiry);
+    this.#tokenExpiry = null;
     const entries = this.ctx.cancels.get(this.#pid);
     if (entries) {
       const rest = entries.filter((e) => e !== this.#cancel);
