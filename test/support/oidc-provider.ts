@@ -1,4 +1,4 @@
-// Test fixture: a real OpenID provider (oidc-provider) on loopback: PKCE, a groups claim, client-credentials JWTs for agents, key rotation, request counting, and an optional ID-token tamper hook.
+// Test fixture: a real OpenID provider (oidc-provider) on loopback: PKCE, a groups claim, client-credentials JWTs for agents, optional dynamic client registration, key rotation, request counting, and an optional ID-token tamper hook.
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import Provider, { type Configuration, type KoaContextWithOIDC } from 'oidc-provider';
@@ -31,6 +31,8 @@ export interface TestProviderOptions {
   /** Audience (resource indicator) of agent JWTs. */
   agentAudience?: string;
   accounts?: TestAccount[];
+  /** Open dynamic client registration (RFC 7591), as MCP clients use it to register themselves. */
+  dynamicRegistration?: boolean;
   /** Serve this issuer string in discovery instead of the real one (refusal tests). */
   discoveryOverride?: (doc: Record<string, unknown>) => Record<string, unknown>;
 }
@@ -117,6 +119,7 @@ export class TestProvider {
       features: {
         devInteractions: { enabled: true },
         clientCredentials: { enabled: true },
+        registration: { enabled: this.opts.dynamicRegistration ?? false },
         resourceIndicators: {
           enabled: true,
           defaultResource: () => audience ?? undefined!,
