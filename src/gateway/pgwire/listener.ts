@@ -425,16 +425,19 @@ class WireConnection {
   /**
    * A JWT is a credential with an end, and the session it opened ends with it: at its `exp` (or the end of its maximum
    * age) plus the clock tolerance, FATAL 28000 — class 28, invalid authorization, like PostgreSQL's own refusals of a
-   * login that is no longer authorized — whatever the session is doing, as pg_terminate_backend would end it. The
+   * login that is no longer authorized — whatever the session is doing, as pg_terminate_backend (or the drain
+   * timeout) would end it. The
    * token was verified just now, so its claims are read without a second signature check.
    */
   #endAtTokenExpiry(token: string): void {
     const o = this.ctx.deps.config.auth.oidc;
     const endMs = validUntilMs(decodeJwt(token), { clockToleranceSeconds: o.clock_tolerance_seconds, maxTokenAgeSeconds: o.agent_max_token_age_seconds });
-    this.#tokenExpiry = setTimeout(
-      () => this.#fatal({ sqlstate: '28000', message: 'terminating connection: the token this session signed in with expired', hint: 'Sign in again with a new token.' }),
-      Math.max(0, endMs - Date.now()),
-    );
+    const message = 'terminating connection: the token this session signed in with expired; sign in again with a new token';
+    this.#tokenExpiry = setTimeout(() => {
+      // A ready session ends after the output it was already owed, as a shutdown's terminate does.
+      if (this.#state === 'ready') return this.#relay!.terminate(message, '28000');
+      this.#fatal({ sqlstate: '28000', message });
+    }, Math.max(0, endMs - Date.now()));
     this.#tokenExpiry.unref();
   }
 

@@ -241,10 +241,10 @@ export class WireRelay {
     this.#endIfDrainedIdle();
   }
 
-  /** Shutdown, at the drain timeout: ends the session now; the upstream connection is closed, which rolls back an open transaction. */
-  terminate(message: string): void {
+  /** Ends the session now with a FATAL (57P01 at the shutdown's drain timeout, 28000 when its JWT expired); the upstream connection is closed, which rolls back an open transaction. */
+  terminate(message: string, sqlstate = '57P01'): void {
     if (this.#closed) return;
-    this.#endSession(message, '57P01');
+    this.#endSession(message, sqlstate);
   }
 
   #endIfDrainedIdle(): void {
