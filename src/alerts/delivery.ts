@@ -35,19 +35,19 @@ const MAX_RESPONSE_BYTES = 64 * 1024;
 const EGRESS_SOURCE = 'alerts';
 
 
-/** The audit search of the rule's scope and window: where an operator looks next. */
-export function auditQuery(rule: Pick<AlertRule, 'identity_id' | 'source_id'>, window: { from: string; to: string }): string {
+/** The audit search (or, with base `/dashboard/audit`, the console's explorer) of the rule's scope and window: where an operator looks next. */
+export function auditQuery(rule: Pick<AlertRule, 'identity_id' | 'source_id'>, window: { from: string; to: string }, base = '/api/audit'): string {
   const q = new URLSearchParams({ from: window.from, to: window.to });
   if (rule.identity_id !== null) q.set('identity_id', String(rule.identity_id));
   if (rule.source_id !== null) q.set('source_id', rule.source_id);
-  return `/api/audit?${q.toString()}`;
+  return `${base}?${q.toString()}`;
 }
 
 export function alertText(n: AlertNotice, adminBaseUrl: string | null): string {
   const r = n.rule;
   const state = n.event.kind === 'resolved' ? 'RESOLVED' : 'FIRING';
   const scope = [r.source_id !== null ? `source ${r.source_id}` : 'every source', r.identity_id !== null ? `identity ${r.identity_id}` : 'every identity'].join(', ');
-  const link = adminBaseUrl ? ` ${adminBaseUrl.replace(/\/+$/, '')}${auditQuery(r, n.window)}` : '';
+  const link = adminBaseUrl ? ` ${adminBaseUrl.replace(/\/+$/, '')}${auditQuery(r, n.window, '/dashboard/audit')}` : '';
   return `[${state}] ${r.name}: ${r.condition_type} = ${n.event.value} (${r.comparator} ${r.threshold}) over ${r.window_seconds} s, ${scope}.${link}`;
 }
 

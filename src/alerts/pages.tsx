@@ -21,10 +21,10 @@ const idParams = z.strictObject({ id: intId });
 
 const option = (v: string): readonly [string, string] => [v, v];
 
-/** The audit explorer page when the console has one, else the audit search API, filtered to the scope and window. */
+/** The console's audit explorer (the audit search API where the console has none), filtered to the scope and window. */
 function auditLink(app: FastifyInstance, rule: Pick<AlertRule, 'identity_id' | 'source_id' | 'window_seconds'>, at: Date): string {
-  const q = auditQuery(rule, { from: windowStart(at.getTime(), rule.window_seconds).toISOString(), to: at.toISOString() });
-  return app.hasRoute({ method: 'GET', url: '/dashboard/audit' }) ? q.replace('/api/audit', '/dashboard/audit') : q;
+  const base = app.hasRoute({ method: 'GET', url: '/dashboard/audit' }) ? '/dashboard/audit' : '/api/audit';
+  return auditQuery(rule, { from: windowStart(at.getTime(), rule.window_seconds).toISOString(), to: at.toISOString() }, base);
 }
 
 function StateBadge({ state }: { state: AlertRule['state'] }): JSX.Element {

@@ -14,6 +14,8 @@ export interface AuditFilters {
   source_id?: string;
   channel?: AuditChannel;
   decision?: AuditDecision;
+  /** The HTTP-style status the request ended with (spec §7). */
+  status?: number;
   approval_id?: number;
   request_id?: string;
   limit?: number;
@@ -68,6 +70,7 @@ function applyFilters<QB extends SelectQueryBuilder<AuditDatabase, 'audit_entrie
   if (f.source_id !== undefined) q = q.where('source_id', '=', f.source_id) as QB;
   if (f.channel !== undefined) q = q.where('channel', '=', f.channel) as QB;
   if (f.decision !== undefined) q = q.where('decision', '=', f.decision) as QB;
+  if (f.status !== undefined) q = q.where('status', '=', f.status) as QB;
   if (f.approval_id !== undefined) q = q.where('approval_id', '=', f.approval_id) as QB;
   if (f.request_id !== undefined) q = q.where('request_id', '=', f.request_id) as QB;
   return q;
@@ -90,6 +93,13 @@ export async function searchAudit(db: Kysely<AuditDatabase>, filters: AuditFilte
   const items = rows.slice(0, limit).map(toEntry);
   const last = items[items.length - 1];
   return { items, next_cursor: more && last ? encodeCursor(last.ts, last.id) : null };
+}
+
+/** One entry by its id (the primary key is (id, ts): one index probe per partition), or null. */
+export async function getAuditEntry(db: Kysely<AuditDatabase>, id: string): Promise<AuditEntry | null> {
+  if (!UUID_RE.test(id)) return null;
+  const row = (await db.selectFrom('audit_entries').select(AUDIT_FIELDS).where('id', '=', id).limit(1).executeTakeFirst()) as unknown as Row | undefined;
+  return row ? toEntry(row) : null;
 }
 
 // ---------------------------------------------------------------------------------------------

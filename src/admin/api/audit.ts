@@ -7,8 +7,17 @@ import { requirePermission } from '../auth/principal.js';
 import type { AdminModule } from '../module.js';
 import { openStore, type Services } from '../../runtime/services.js';
 
-/** The store audit searches read: database.read_url's replica when configured (its own small pool), else the primary. */
-async function auditReadStore(services: Services): Promise<Kysely<AuditDatabase>> {
+const readStores = new WeakMap<Services, Promise<Kysely<AuditDatabase>>>();
+
+/** The store audit searches read (the API's and the console's): one per service set, opened on first use. */
+export function auditReadStore(services: Services): Promise<Kysely<AuditDatabase>> {
+  let store = readStores.get(services);
+  if (!store) readStores.set(services, (store = openAuditReadStore(services)));
+  return store;
+}
+
+/** database.read_url's replica when configured (its own small pool), else the primary. */
+async function openAuditReadStore(services: Services): Promise<Kysely<AuditDatabase>> {
   const { config } = services;
   if (config.database.read_url === null) return services.db as unknown as Kysely<AuditDatabase>;
   const replica = await openStore({ ...config, database: { ...config.database, url: config.database.read_url, pool_max: Math.min(config.database.pool_max, 4) } }, services.log.child({ component: 'audit-read-store' }), { deferUnavailable: true });

@@ -6,6 +6,7 @@ import { registerThemeRoute } from './theme.js';
 import { registerIdentityPages } from './identities.js';
 import { registerDataSourcePages } from './data-sources.js';
 import { registerApprovalPages } from './approvals.js';
+import { registerAuditPages } from './audit.js';
 
 export const consoleModule: AdminModule = (ctx) => {
   registerAssetRoutes(ctx.app);
@@ -15,4 +16,5 @@ export const consoleModule: AdminModule = (ctx) => {
   registerIdentityPages(ctx);
   registerDataSourcePages(ctx);
   registerApprovalPages(ctx);
+  registerAuditPages(ctx);
 };

@@ -15,6 +15,7 @@ export interface NavEntry {
 export const navEntries: NavEntry[] = [
   { href: '/dashboard/overview', label: 'Overview', permission: null, order: 10 },
   { href: '/dashboard/approvals', label: 'Approvals', permission: 'approvals:read', order: 20 },
+  { href: '/dashboard/audit', label: 'Audit', permission: 'audit:read', order: 30 },
   { href: '/dashboard/access-control/identities', label: 'Identities', permission: 'identities:read', order: 40 },
   { href: '/dashboard/alerts', label: 'Alerts', permission: 'alerts:read', order: 60 },
   { href: '/dashboard/data-sources', label: 'Data sources', permission: 'sources:read', order: 50 },
