@@ -157,6 +157,6 @@ describe('slack delivery', () => {
     expect(posts[0]!.headers.authorization).toBe('Bearer xoxb-test-token');
     const body = JSON.parse(posts[0]!.body);
     expect(body.channel).toBe('#agent-alerts');
-    expect(body.text).toMatch(/^\[FIRING\] sl-rule: request_count = \d+ \(>= 1\) over 300 s, source dl-src, every identity\. https:\/\/admin\.example\.test\/api\/audit\?/);
+    expect(body.text).toMatch(/^\[FIRING\] sl-rule: request_count = \d+ \(>= 1\) over 300 s, source dl-src, every identity\. https:\/\/admin\.example\.test\/dashboard\/audit\?/);
   });
 });
