@@ -15,7 +15,7 @@ export interface CatalogCaps {
   readonly max_columns_per_table: number;
 }
 
-const SCHEMAS_QUERY = `select n.nspname as name
+const SCHEMAS_QUERY = `select n.oid::text as oid, n.nspname as name
 from pg_catalog.pg_namespace n
 where n.nspname not in ('pg_catalog', 'information_schema', 'pg_toast')
   and n.nspname not like 'pg\\_temp\\_%' and n.nspname not like 'pg\\_toast\\_temp\\_%'
@@ -26,13 +26,13 @@ limit $1`;
  * One row per relation of the reached schemas, columns (capped per table, one past the cap to tell it was reached),
  * primary key and foreign keys as JSON so that a wide catalog stays one row per relation.
  */
-const RELATIONS_QUERY = `select n.nspname as schema, c.relname as name, c.relkind::text as relkind,
+const RELATIONS_QUERY = `select c.oid::text as oid, n.nspname as schema, c.relname as name, c.relkind::text as relkind,
   (select pn.nspname from pg_catalog.pg_inherits i
      join pg_catalog.pg_class p on p.oid = i.inhparent join pg_catalog.pg_namespace pn on pn.oid = p.relnamespace
     where c.relispartition and i.inhrelid = c.oid limit 1) as parent_schema,
   (select p.relname from pg_catalog.pg_inherits i join pg_catalog.pg_class p on p.oid = i.inhparent
     where c.relispartition and i.inhrelid = c.oid limit 1) as parent_name,
-  (select pg_catalog.json_agg(pg_catalog.json_build_array(a.attname, a.typ, a.nullable, a.hasdef) order by a.attnum)
+  (select pg_catalog.json_agg(pg_catalog.json_build_array(a.attname, a.typ, a.nullable, a.hasdef, a.attnum) order by a.attnum)
      from (select a.attnum, a.attname, pg_catalog.format_type(a.atttypid, a.atttypmod) as typ, not a.attnotnull as nullable, a.atthasdef as hasdef
              from pg_catalog.pg_attribute a
             where a.attrelid = c.oid and a.attnum > 0 and not a.attisdropped
@@ -58,6 +58,7 @@ limit $2`;
 const KINDS: Readonly<Record<string, RelationKind>> = { r: 'table', v: 'view', m: 'matview', p: 'partitioned', f: 'foreign' };
 
 interface RelationRow {
+  oid: string;
   schema: string;
   name: string;
   relkind: string;
@@ -83,7 +84,7 @@ export async function capturePostgres(client: pg.Client, caps: CatalogCaps, stat
     await client.query(`set local statement_timeout = ${Math.max(1, Math.floor(statementTimeoutMs))}`);
     // Schemas are nodes too: never ask for more than the node budget allows.
     const schemaLimit = Math.min(caps.max_schemas, caps.max_nodes) + 1;
-    const schemaRows = (await client.query<{ name: string }>({ text: SCHEMAS_QUERY, values: [schemaLimit] })).rows;
+    const schemaRows = (await client.query<{ oid: string; name: string }>({ text: SCHEMAS_QUERY, values: [schemaLimit] })).rows;
     let truncatedBy: CapName | null = null;
     const note = (cap: CapName) => {
       truncatedBy ??= cap;
@@ -127,8 +128,8 @@ export async function capturePostgres(client: pg.Client, caps: CatalogCaps, stat
           break;
         }
         nodes += 1;
-        const raw = parseJson<[string, string, boolean, boolean][]>(row.columns, []);
-        let columns: CatalogColumn[] = raw.map(([name, type, nullable, has_default]) => ({ name, type, nullable, has_default }));
+        const raw = parseJson<[string, string, boolean, boolean, number][]>(row.columns, []);
+        let columns: CatalogColumn[] = raw.map(([name, type, nullable, has_default, attnum]) => ({ name, type, nullable, has_default, attnum }));
         let complete = true;
         if (columns.length > caps.max_columns_per_table) {
           columns = columns.slice(0, caps.max_columns_per_table);
@@ -147,6 +148,7 @@ export async function capturePostgres(client: pg.Client, caps: CatalogCaps, stat
           ([name, schema, table, cols, refCols]): ForeignKey => ({ name, columns: cols ?? [], references: { schema, table, columns: refCols ?? [] } }),
         );
         relations.push({
+          oid: row.oid,
           schema: row.schema,
           name: row.name,
           kind: KINDS[row.relkind] ?? 'table',
@@ -164,7 +166,8 @@ export async function capturePostgres(client: pg.Client, caps: CatalogCaps, stat
         }
       }
     }
-    const schemas: CatalogSchema[] = schemaNames.map((name) => ({ name, complete: !incomplete.has(name) }));
+    const schemaOid = new Map(schemaRows.map((r) => [r.name, r.oid]));
+    const schemas: CatalogSchema[] = schemaNames.map((name) => ({ oid: schemaOid.get(name)!, name, complete: !incomplete.has(name) }));
     return { kind: 'sql', schemas, schemas_complete: schemasComplete, relations, operations: [], truncated_by: truncatedBy, node_count: nodes };
   } finally {
     await client.query('rollback').catch(() => undefined);

@@ -1,9 +1,9 @@
-// Drift between two snapshots (pure): added, removed and changed schemas, relations, columns and HTTP operations, each with a stable change_id; nothing a cap left unreached is called removed (spec §8).
+// Drift between two snapshots (pure): added, removed, renamed and changed schemas, relations, columns and HTTP operations, each with a stable change_id; nothing a cap left unreached is called removed (spec §8); a rename is one only where the source's identity (oid, attnum) proves it.
 import { createHash } from 'node:crypto';
 import type { CatalogColumn, CatalogRelation, CatalogStructure, ObjectType } from './model.js';
-import { pathOf } from './model.js';
+import { parsePath, pathOf } from './model.js';
 
-export type ChangeKind = 'added' | 'removed' | 'changed' | 'type_changed';
+export type ChangeKind = 'added' | 'removed' | 'renamed' | 'changed' | 'type_changed';
 
 export interface CatalogChange {
   /** Derived from the source and what changed: the same change computed again has the same id. */
@@ -32,15 +32,25 @@ function change(sourceId: string, kind: ChangeKind, objectType: ObjectType, segm
 function diffColumns(sourceId: string, before: CatalogRelation, after: CatalogRelation, out: CatalogChange[]): void {
   const old = new Map<string, CatalogColumn>();
   for (const c of before.columns) old.set(c.name, c);
-  const seen = new Set<string>();
+  const now = new Set(after.columns.map((c) => c.name));
+  // A column whose name is gone and whose attnum now carries another name was renamed (attnums are never reused in a relation).
+  const goneByAttnum = new Map<number, CatalogColumn>();
+  for (const o of before.columns) if (o.attnum !== undefined && !now.has(o.name)) goneByAttnum.set(o.attnum, o);
+  const renamedFrom = new Set<string>();
   for (const c of after.columns) {
-    seen.add(c.name);
-    const o = old.get(c.name);
+    let o = old.get(c.name);
     const segs = [after.schema, after.name, c.name];
     if (o === undefined) {
-      // Only when the previous scan read this relation whole: otherwise the column may simply not have been reached.
-      if (before.complete) out.push(change(sourceId, 'added', 'column', segs, { type: c.type, nullable: c.nullable, has_default: c.has_default }));
-      continue;
+      const was = c.attnum === undefined ? undefined : goneByAttnum.get(c.attnum);
+      if (was !== undefined) {
+        renamedFrom.add(was.name);
+        out.push(change(sourceId, 'renamed', 'column', segs, { from: was.name }));
+        o = was;
+      } else {
+        // Only when the previous scan read this relation whole: otherwise the column may simply not have been reached.
+        if (before.complete) out.push(change(sourceId, 'added', 'column', segs, { type: c.type, nullable: c.nullable, has_default: c.has_default }));
+        continue;
+      }
     }
     if (o.type !== c.type) out.push(change(sourceId, 'type_changed', 'column', segs, { before: o.type, after: c.type }));
     if (o.nullable !== c.nullable || o.has_default !== c.has_default) {
@@ -48,7 +58,7 @@ function diffColumns(sourceId: string, before: CatalogRelation, after: CatalogRe
     }
   }
   if (!after.complete) return;
-  for (const o of before.columns) if (!seen.has(o.name)) out.push(change(sourceId, 'removed', 'column', [after.schema, after.name, o.name], { type: o.type }));
+  for (const o of before.columns) if (!now.has(o.name) && !renamedFrom.has(o.name)) out.push(change(sourceId, 'removed', 'column', [after.schema, after.name, o.name], { type: o.type }));
 }
 
 /**
@@ -60,28 +70,49 @@ export function diffStructures(sourceId: string, before: CatalogStructure, after
   const out: CatalogChange[] = [];
   const oldSchemas = new Map(before.schemas.map((s) => [s.name, s.complete]));
   const newSchemas = new Map(after.schemas.map((s) => [s.name, s.complete]));
-  for (const s of after.schemas) if (!oldSchemas.has(s.name) && before.schemas_complete) out.push(change(sourceId, 'added', 'schema', [s.name]));
-  if (after.schemas_complete) for (const s of before.schemas) if (!newSchemas.has(s.name)) out.push(change(sourceId, 'removed', 'schema', [s.name]));
+  // ALTER SCHEMA … RENAME keeps the namespace's oid: proven renames, not a removal and an addition.
+  const goneSchemaByOid = new Map<string, string>();
+  for (const s of before.schemas) if (s.oid !== undefined && !newSchemas.has(s.name)) goneSchemaByOid.set(s.oid, s.name);
+  const renamedSchemas = new Set<string>();
+  for (const s of after.schemas) {
+    if (oldSchemas.has(s.name)) continue;
+    const was = s.oid === undefined ? undefined : goneSchemaByOid.get(s.oid);
+    if (was !== undefined) {
+      renamedSchemas.add(was);
+      out.push(change(sourceId, 'renamed', 'schema', [s.name], { from: pathOf(was) }));
+    } else if (before.schemas_complete) out.push(change(sourceId, 'added', 'schema', [s.name]));
+  }
+  if (after.schemas_complete) for (const s of before.schemas) if (!newSchemas.has(s.name) && !renamedSchemas.has(s.name)) out.push(change(sourceId, 'removed', 'schema', [s.name]));
 
   // Whether a scan read a schema's relations whole: for a schema it does not list, whether it read the schema list whole.
   const readWhole = (schemas: Map<string, boolean>, listComplete: boolean, schema: string) => schemas.get(schema) ?? listComplete;
 
   const oldRels = new Map<string, CatalogRelation>();
   for (const r of before.relations) oldRels.set(relKey(r.schema, r.name), r);
-  const seen = new Set<string>();
+  const newKeys = new Set(after.relations.map((r) => relKey(r.schema, r.name)));
+  // A relation whose name is gone and whose oid now carries another name (or schema) was renamed or moved.
+  const goneByOid = new Map<string, CatalogRelation>();
+  for (const o of before.relations) if (o.oid !== undefined && !newKeys.has(relKey(o.schema, o.name))) goneByOid.set(o.oid, o);
+  const renamed = new Set<string>();
   for (const r of after.relations) {
     const key = relKey(r.schema, r.name);
-    seen.add(key);
-    const o = oldRels.get(key);
+    let o = oldRels.get(key);
     if (o === undefined) {
-      if (readWhole(oldSchemas, before.schemas_complete, r.schema)) out.push(change(sourceId, 'added', r.kind, [r.schema, r.name]));
-      continue;
+      const was = r.oid === undefined ? undefined : goneByOid.get(r.oid);
+      if (was === undefined) {
+        if (readWhole(oldSchemas, before.schemas_complete, r.schema)) out.push(change(sourceId, 'added', r.kind, [r.schema, r.name]));
+        continue;
+      }
+      renamed.add(relKey(was.schema, was.name));
+      out.push(change(sourceId, 'renamed', r.kind, [r.schema, r.name], { from: pathOf(was.schema, was.name) }));
+      o = was;
     }
     if (o.kind !== r.kind) out.push(change(sourceId, 'changed', r.kind, [r.schema, r.name], { kind_before: o.kind, kind_after: r.kind }));
     diffColumns(sourceId, o, r, out);
   }
   for (const o of before.relations) {
-    if (seen.has(relKey(o.schema, o.name))) continue;
+    const key = relKey(o.schema, o.name);
+    if (newKeys.has(key) || renamed.has(key)) continue;
     if (readWhole(newSchemas, after.schemas_complete, o.schema)) out.push(change(sourceId, 'removed', o.kind, [o.schema, o.name]));
   }
 
@@ -107,4 +138,38 @@ export function diffStructures(sourceId: string, before: CatalogStructure, after
   }
   if (afterWhole) for (const o of before.operations) if (!newOps.has(`${o.method} ${o.path}`)) out.push(change(sourceId, 'removed', 'operation', [o.method, o.path]));
   return out;
+}
+
+/**
+ * Annotations that follow a proven rename: a classification of `public.users.email` is carried to `public.people.email`
+ * when the scan proves `public.users` became `public.people` (relation renames first, then column renames within the
+ * new names). Answers the new [path, classification] pairs not already annotated; the old rows stay.
+ */
+export function carriedAnnotations(annotations: ReadonlyArray<{ path: string; classification: string }>, changes: readonly CatalogChange[]): Array<{ path: string; classification: string }> {
+  const current = new Map<string, { segs: string[]; classification: string }>();
+  for (const a of annotations) {
+    const segs = parsePath(a.path);
+    if (segs !== null && segs.length === 3) current.set(pathOf(...segs), { segs, classification: a.classification });
+  }
+  const existing = new Set(current.keys());
+  const moved = new Map<string, string>();
+  const apply = (from: readonly string[], to: readonly string[]) => {
+    for (const { segs, classification } of [...current.values()]) {
+      if (!from.every((s, i) => segs[i] === s)) continue;
+      const next = [...to, ...segs.slice(from.length)];
+      const path = pathOf(...next);
+      if (!current.has(path)) current.set(path, { segs: next, classification });
+      if (!existing.has(path)) moved.set(path, classification);
+    }
+  };
+  const relationRenames = changes.filter((c) => c.kind === 'renamed' && c.object_type !== 'column' && c.object_type !== 'schema' && c.object_type !== 'operation');
+  for (const c of relationRenames) {
+    const from = parsePath(String(c.detail.from));
+    if (from !== null && from.length === 2) apply(from, c.segments);
+  }
+  for (const c of changes) {
+    if (c.kind !== 'renamed' || c.object_type !== 'column') continue;
+    apply([c.segments[0]!, c.segments[1]!, String(c.detail.from)], c.segments);
+  }
+  return [...moved].map(([path, classification]) => ({ path, classification }));
 }

@@ -54,6 +54,8 @@ export function buildClassifications(annotations: ReadonlyArray<{ path: string; 
   for (const p of protectedPaths) {
     const segs = parsePath(p);
     if (segs !== null && segs.length === 3) protectedColumns.push(governedColumn(segs[0]!, segs[1]!, segs[2]!));
+    // A new, renamed or moved relation: every column of it, whatever it is called (a glob of redact_columns).
+    else if (segs !== null && segs.length === 2) protectedColumns.push(governedColumn(segs[0]!, segs[1]!, '*'));
   }
   const operations: ClassifiedOperation[] = [...ops.values()].map((o) => ({ method: o.method, matches: templateMatcher(o.path), byTag: o.byTag }));
   return { columnTags, byTag, protectedColumns, operations };

@@ -14,6 +14,8 @@ export interface CatalogColumn {
   readonly type: string;
   readonly nullable: boolean;
   readonly has_default: boolean;
+  /** pg_attribute.attnum: stable across renames within its relation (absent in snapshots taken before it was captured). */
+  readonly attnum?: number;
 }
 
 export interface ForeignKey {
@@ -23,6 +25,8 @@ export interface ForeignKey {
 }
 
 export interface CatalogRelation {
+  /** pg_class.oid as text: the relation's identity across renames and schema moves (absent in older snapshots). */
+  readonly oid?: string;
   readonly schema: string;
   readonly name: string;
   readonly kind: RelationKind;
@@ -36,6 +40,8 @@ export interface CatalogRelation {
 }
 
 export interface CatalogSchema {
+  /** pg_namespace.oid as text (absent in older snapshots). */
+  readonly oid?: string;
   readonly name: string;
   /** False when a cap cut its relations: a relation missing from it is unknown, not removed. */
   readonly complete: boolean;

@@ -11,10 +11,10 @@ import { connectPostgres } from '../connectors/postgres-connect.js';
 import { postgresConfigSchema, sanitizePgError } from '../connectors/postgres.js';
 import { httpConfigSchema, sanitizeHttpError } from '../connectors/http.js';
 import type { Db } from '../store/repos/util.js';
-import { driftProtectionOf, insertSnapshot, latestStructure, listAnnotations, recordChanges, type ChangeRow } from '../store/repos/catalog.js';
+import { driftProtectionOf, insertSnapshot, latestStructure, listAnnotations, recordChanges, setAnnotation, type ChangeRow } from '../store/repos/catalog.js';
 import { capturePostgres, type CatalogCaps } from './capture-postgres.js';
 import { captureOpenApi } from './capture-openapi.js';
-import { diffStructures, type CatalogChange } from './diff.js';
+import { carriedAnnotations, diffStructures, type CatalogChange } from './diff.js';
 import type { CatalogStructure } from './model.js';
 import { parsePath } from './model.js';
 import { suggestClassification } from './classify.js';
@@ -108,7 +108,10 @@ export class CatalogScanner {
     }
     const previous = await latestStructure(deps.db, sourceId);
     const changes = previous === undefined ? [] : diffStructures(sourceId, previous.structure as unknown as CatalogStructure, structure);
-    const rows = await this.#withProtection(sourceId, structure, changes);
+    const annotations = changes.length === 0 ? [] : await listAnnotations(deps.db, sourceId);
+    const rows = await this.#withProtection(sourceId, structure, changes, annotations);
+    // A proven rename keeps its classifications: they follow the relation or column to its new name.
+    const carried = carriedAnnotations(annotations, changes);
     // What the cap left unreached is kept from the previous snapshot, so a later scan can still report it removed.
     const structureJson = JSON.stringify(withUnreached((previous?.structure ?? null) as CatalogStructure | null, structure));
     const stored = await deps.db.transaction().execute(async (tx) => {
@@ -118,6 +121,7 @@ export class CatalogScanner {
         structure_json: structureJson,
       });
       await recordChanges(tx, sourceId, snap.id, rows);
+      for (const a of carried) await setAnnotation(tx, sourceId, a.path, a.classification, `catalog scan ${snap.version} (rename)`);
       return snap;
     });
     deps.log.info({ source_id: sourceId, version: stored.version, nodes: structure.node_count, changes: rows.length, truncated_by: structure.truncated_by, trigger }, 'catalog scanned');
@@ -126,14 +130,17 @@ export class CatalogScanner {
   }
 
   /**
-   * Drift that protects: a column added to a relation that holds a classified column, or whose own name suggests
-   * personal data, is marked protected; the gateway redacts it until the change is acknowledged (docs/catalog.md).
+   * Drift that protects (docs/catalog.md): a column added to a relation that holds a classified column, or whose own
+   * name suggests personal data; every column of a relation that is new or was renamed or moved (its data was never
+   * classified under this name, and a copy such as CREATE TABLE … AS SELECT carries data without its provenance); a
+   * renamed column. The gateway redacts them until the change is acknowledged.
    */
-  async #withProtection(sourceId: string, structure: CatalogStructure, changes: readonly CatalogChange[]): Promise<ChangeRow[]> {
-    const protect = changes.some((c) => c.kind === 'added' && c.object_type === 'column') && (await driftProtectionOf(this.deps.db, sourceId));
+  async #withProtection(sourceId: string, structure: CatalogStructure, changes: readonly CatalogChange[], annotations: ReadonlyArray<{ path: string }>): Promise<ChangeRow[]> {
+    const candidate = (c: CatalogChange) => (c.kind === 'added' || c.kind === 'renamed') && c.object_type !== 'schema' && c.object_type !== 'operation';
+    const protect = changes.some(candidate) && (await driftProtectionOf(this.deps.db, sourceId));
     const classifiedTables = new Set<string>();
     if (protect) {
-      for (const a of await listAnnotations(this.deps.db, sourceId)) {
+      for (const a of annotations) {
         const segs = parsePath(a.path);
         if (segs !== null && segs.length === 3) classifiedTables.add(`${segs[0]}\u0000${segs[1]}`);
       }
@@ -142,9 +149,12 @@ export class CatalogScanner {
     if (protect) for (const r of structure.relations) for (const c of r.columns) typeOf.set(`${r.schema}\u0000${r.name}\u0000${c.name}`, c.type);
     return changes.map((c) => {
       let isProtected = false;
-      if (protect && c.kind === 'added' && c.object_type === 'column') {
-        const [schema, table, column] = c.segments as [string, string, string];
-        isProtected = classifiedTables.has(`${schema}\u0000${table}`) || suggestClassification(column, typeOf.get(`${schema}\u0000${table}\u0000${column}`) ?? null) !== null;
+      if (protect && candidate(c)) {
+        if (c.object_type !== 'column' || c.kind === 'renamed') isProtected = true;
+        else {
+          const [schema, table, column] = c.segments as [string, string, string];
+          isProtected = classifiedTables.has(`${schema}\u0000${table}`) || suggestClassification(column, typeOf.get(`${schema}\u0000${table}\u0000${column}`) ?? null) !== null;
+        }
       }
       return { change_id: c.change_id, kind: c.kind, object_type: c.object_type, path: c.path, detail: { ...c.detail }, protected: isProtected };
     });

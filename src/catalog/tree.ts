@@ -56,7 +56,8 @@ export function treeOf(structure: CatalogStructure, annotations: readonly Annota
       const relPath = pathOf(r.schema, r.name);
       const columns = r.columns.map((c) => {
         const path = pathOf(r.schema, r.name, c.name);
-        const change = changes.get(path);
+        // A new, renamed or moved relation's change covers each of its columns.
+        const change = changes.get(path) ?? changes.get(relPath);
         return {
           name: c.name,
           path,

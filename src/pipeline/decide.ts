@@ -3,6 +3,7 @@ import { jwtRefusalReason } from '../identity/agent-jwt.js';
 import { GatehouseError } from '../errors/registry.js';
 import { sourceRoleDecision, type SourceRoleRequest } from '../governance/source-roles.js';
 import { evaluate, type Decision, type Operation } from '../governance/policy/index.js';
+import { compileColumnGlobs } from '../governance/policy/glob.js';
 import { approvalVerdict, assessRisk, grownSinceApproval, needsWriteEstimate } from '../governance/risk.js';
 import { checkProxyPath, placeUnderBase } from '../governance/http-path.js';
 import type { GovernedRequest, PipelineDeps, Stage } from './context.js';
@@ -214,12 +215,16 @@ function classificationInput(req: GovernedRequest): { classification_tags: strin
   return { classification_tags: [...tags], classified: byTag };
 }
 
+/** One matcher per catalog view's protected list (the list lives as long as the cached view). */
+const protectedMatchers = new WeakMap<readonly string[], (name: string) => boolean>();
+
 /** Drift protection: columns added since the last acknowledgement stay redacted, whatever the policies say (docs/catalog.md). */
 function withDriftProtection(req: GovernedRequest, decision: Decision): Decision {
   const protectedColumns = req.catalog?.protectedColumns ?? [];
   if (protectedColumns.length === 0 || req.action.kind !== 'sql') return decision;
-  const read = new Set(req.columns ?? []);
-  const hit = protectedColumns.filter((c) => read.has(c));
+  let m = protectedMatchers.get(protectedColumns);
+  if (m === undefined) protectedMatchers.set(protectedColumns, (m = compileColumnGlobs(protectedColumns)));
+  const hit = (req.columns ?? []).filter((c) => m(c));
   if (hit.length > 0) req.audit.addReason(`drift protection: ${hit.slice(0, 10).join(', ')} redacted until acknowledged`);
   const redact = [...new Set([...decision.obligations.redact_columns, ...protectedColumns])].sort();
   return { ...decision, obligations: { ...decision.obligations, redact_columns: redact } };

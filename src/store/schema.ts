@@ -275,7 +275,7 @@ export interface CatalogChangesTable {
   source_id: string;
   change_id: string;
   snapshot_id: number;
-  kind: 'added' | 'removed' | 'changed' | 'type_changed';
+  kind: 'added' | 'removed' | 'renamed' | 'changed' | 'type_changed';
   object_type: string;
   path: string;
   detail: JsonDefault<JsonObject>;

@@ -74,8 +74,7 @@ describe('capture', () => {
     expect(seen).toEqual(
       [
         'added column public.users.phone',
-        'added column public.users.full_name',
-        'removed column public.users.name',
+        'renamed column public.users.full_name',
         'type_changed column sales.orders.note',
         'changed column sales.orders.amount',
         'removed view public.user_emails',
@@ -86,9 +85,14 @@ describe('capture', () => {
     const retyped = changes.find((c) => c.kind === 'type_changed')!;
     expect(retyped.detail).toEqual({ before: 'character varying(40)', after: 'text' });
     expect(retyped.change_id).toMatch(/^[0-9a-f]{24}$/);
-    // The phone column's name suggests personal data: protected until acknowledged; full_name too.
+    // The rename is one (same attnum), not a removal and an addition.
+    expect(changes.find((c) => c.kind === 'renamed')!.detail).toEqual({ from: 'name' });
+    // The phone column's name suggests personal data: protected until acknowledged; a renamed column and every column
+    // of a new table too (nothing was ever classified under those names).
     expect(changes.find((c) => c.path === 'public.users.phone')!.protected).toBe(true);
-    expect(changes.find((c) => c.path === 'sales.refunds')!.protected).toBe(false);
+    expect(changes.find((c) => c.path === 'public.users.full_name')!.protected).toBe(true);
+    expect(changes.find((c) => c.path === 'sales.refunds')!.protected).toBe(true);
+    expect(changes.find((c) => c.path === 'audit')!.protected).toBe(false);
     // A third scan without DDL finds nothing; the previous structure is kept for the diff, older ones pruned.
     expect(await scanner.scan(w.sourceId, 'schedule')).toMatchObject({ status: 'ok', version: 3, changes: 0 });
     const history = await listSnapshots(w.control.store.db, w.sourceId);

@@ -134,6 +134,49 @@ describe('drift that protects', () => {
     expect((await psql('select home_phone from public.other')).out).toContain('qphonetok');
   });
 
+  it('every column of a new table is protected until acknowledged: a copy of classified data under another name stays redacted', async () => {
+    // CREATE TABLE … AS SELECT carries the data of a classified column (memo) without its provenance, under a name that suggests nothing.
+    await ww.direct((c) => c.query('create table crm.copy as select id, memo as notes from crm.accounts; create view crm.copy_view as select notes as n from crm.copy;'));
+    await scan();
+    const open = (await admin('GET', `/api/data-sources/${ww.sourceId}/catalog/changes?status=open`)).json as Array<{ change_id: string; path: string; kind: string; protected: boolean }>;
+    const added = open.find((c) => c.path === 'crm.copy')!;
+    expect(added).toMatchObject({ kind: 'added', protected: true });
+    for (const sql of ['select notes from crm.copy', 'select * from crm.copy', 'select c from crm.copy c', 'select row_to_json(c) from crm.copy c', 'select n from crm.copy_view', 'with x as (select notes from crm.copy) select * from x', 'select (select notes from crm.copy limit 1)']) {
+      const r = await psql(sql);
+      expect(r.out, sql).not.toContain('qmemotok');
+    }
+    expect((await viaMcp('select * from crm.copy')).out).not.toContain('qmemotok');
+    expect((await psql('select notes from crm.copy')).out).toContain('[REDACTED:column]');
+    // Acknowledging the table (and its view) lifts it: the operator has seen it.
+    for (const c of open.filter((x) => x.path.startsWith('crm.copy'))) await admin('POST', `/api/data-sources/${ww.sourceId}/catalog/changes/acknowledge`, { change_id: c.change_id });
+    expect((await psql('select notes from crm.copy')).out).toContain('qmemotok');
+    await ww.direct((c) => c.query('drop view crm.copy_view; drop table crm.copy;'));
+    await scan();
+    await admin('POST', `/api/data-sources/${ww.sourceId}/catalog/changes/acknowledge`, {});
+  });
+
+  it('a renamed table or column is reported as a rename and keeps its classifications', async () => {
+    await ww.direct((c) => c.query('alter table crm.accounts rename to accts; alter table crm.accts rename column memo to remark;'));
+    await scan();
+    const open = (await admin('GET', `/api/data-sources/${ww.sourceId}/catalog/changes?status=open`)).json as Array<{ change_id: string; path: string; kind: string; detail: Record<string, string>; protected: boolean }>;
+    expect(open.map((c) => `${c.kind} ${c.path}`).sort()).toEqual(['renamed crm.accts', 'renamed crm.accts.remark']);
+    expect(open.find((c) => c.path === 'crm.accts')!.detail).toEqual({ from: 'crm.accounts' });
+    expect(open.find((c) => c.path === 'crm.accts.remark')!.detail).toEqual({ from: 'memo' });
+    const annotations = (await admin('GET', `/api/data-sources/${ww.sourceId}/catalog/annotations`)).json as Array<{ path: string; classification: string }>;
+    expect(annotations.map((a) => `${a.path}=${a.classification}`)).toContain('crm.accts.remark=contact');
+    await admin('POST', `/api/data-sources/${ww.sourceId}/catalog/changes/acknowledge`, {});
+    // Acknowledged, the classification carried to the new name still redacts it.
+    for (const sql of ['select remark from crm.accts', 'select * from crm.accts']) {
+      const r = await psql(sql);
+      expect(r.code, sql).toBe(0);
+      expect(r.out, sql).not.toContain('qmemotok');
+    }
+    expect((await psql('select label from crm.accts')).out).toContain('acct-one');
+    await ww.direct((c) => c.query('alter table crm.accts rename column remark to memo; alter table crm.accts rename to accounts;'));
+    await scan();
+    await admin('POST', `/api/data-sources/${ww.sourceId}/catalog/changes/acknowledge`, {});
+  });
+
   it('with drift protection off for the source, an added column is not redacted', async () => {
     await admin('PUT', `/api/data-sources/${ww.sourceId}/catalog/settings`, { drift_protection: false });
     await ww.direct((c) => c.query("alter table crm.accounts add column email_alt text; update crm.accounts set email_alt = 'qalttok';"));

@@ -8,6 +8,7 @@ import { oidcSubjects } from './0007_oidc_subjects.js';
 import { alerts } from './0008_alerts.js';
 import { catalog } from './0009_catalog.js';
 import { ingestion } from './0010_ingestion.js';
+import { catalogRenames } from './0013_catalog_renames.js';
 
 /** Every migration, keyed by its sortable name; Kysely applies them in key order. Append only. */
 export const migrations: Readonly<Record<string, Migration>> = Object.freeze({
@@ -19,4 +20,5 @@ export const migrations: Readonly<Record<string, Migration>> = Object.freeze({
   '0008_alerts': alerts,
   '0009_catalog': catalog,
   '0010_ingestion': ingestion,
+  '0013_catalog_renames': catalogRenames,
 });

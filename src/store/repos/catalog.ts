@@ -137,7 +137,7 @@ export function insertSnapshot(db: Db, s: NewSnapshot): Promise<{ id: number; ve
 
 export interface ChangeRow {
   change_id: string;
-  kind: 'added' | 'removed' | 'changed' | 'type_changed';
+  kind: 'added' | 'removed' | 'renamed' | 'changed' | 'type_changed';
   object_type: string;
   path: string;
   detail: JsonObject;
