@@ -9,7 +9,7 @@ import { storeErrorAsHttp } from './api/shared.js';
 import { malformedJsonError } from '../http/validation.js';
 import { adminModules } from './modules.js';
 import { SECURITY_HEADERS } from './console/security.js';
-import { pageContext, sendPage, wantsHtml, wantsJson } from './console/context.js';
+import { pageContext, sendPage, wantsPage } from './console/context.js';
 import { errorPage } from './console/error-page.js';
 import { formErrorPage } from './console/forms.js';
 import type { ValidationErrorItem } from '../http/validation.js';
@@ -65,11 +65,14 @@ export function setAdminErrorHandler(app: FastifyInstance): void {
   app.setErrorHandler(async (raw, req, reply) => {
     const err = storeErrorAsHttp(raw) ?? jsonBodyErrorAsValidation(raw) ?? raw;
     if (isGatehouseError(err) && isBrowserPage(req)) {
-      if (err.code === 'validation_failed') {
-        // A console form posted by a browser: its page again, messages at the fields, values kept.
-        const page = await formErrorPage(app, req, (err.details?.detail ?? []) as ValidationErrorItem[]);
-        if (page) return sendPage(reply, page, 422);
-      } else {
+      if (err.code === 'validation_failed' || err.code === 'conflict' || err.code === 'not_found') {
+        // A console form posted by a browser: its page again, messages at the fields (a refused write's message
+        // at the top), values kept; as registerConsoleForm answers its own forms.
+        const invalid = err.code === 'validation_failed';
+        const page = await formErrorPage(app, req, invalid ? ((err.details?.detail ?? []) as ValidationErrorItem[]) : [], invalid ? undefined : err.message);
+        if (page) return sendPage(reply, page, err.spec.http);
+      }
+      if (err.code !== 'validation_failed') {
         if (err.retryAfterSeconds !== undefined) void reply.header('retry-after', String(err.retryAfterSeconds));
         return sendPage(reply, errorPage(pageContext(req), err.spec.http, err.message), err.spec.http);
       }
@@ -91,7 +94,7 @@ export function setAdminErrorHandler(app: FastifyInstance): void {
 
 /** A browser (Accept names text/html) asking for a console page or posting a console form; never the JSON API, never a JSON caller. */
 function isBrowserPage(req: FastifyRequest): boolean {
-  return !req.url.startsWith('/api/') && !wantsJson(req) && wantsHtml(req);
+  return !req.url.startsWith('/api/') && wantsPage(req);
 }
 
 /** Fastify's JSON parser errors as the 422 validation shape (spec §4: invalid input gives 422), not a bare 400. */

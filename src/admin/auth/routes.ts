@@ -10,7 +10,8 @@ import { adminOf } from './principal.js';
 import { sessionOf } from './guard.js';
 import { hashPassword, passwordProblems, verifyPassword } from './passwords.js';
 import { changePasswordPage, loginPage as plainLoginPage, safeNext } from './pages.js';
-import { pageContext, sendPage } from '../console/context.js';
+// Form posts get redirects and pages; API clients (JSON body, or asking for JSON only) get JSON.
+import { pageContext, sendPage, wantsJson } from '../console/context.js';
 import { registerFormPage } from '../console/forms.js';
 import type { AdminSessions } from './sessions.js';
 import type { LoginThrottle } from './throttle.js';
@@ -40,13 +41,6 @@ const sessionResponse = z.object({
   csrf_token: z.string().nullable(),
   must_change_password: z.boolean(),
 });
-
-/** Form posts get redirects and pages; API clients (JSON body, or asking for JSON only) get JSON. */
-function wantsJson(req: FastifyRequest): boolean {
-  if ((req.headers['content-type'] ?? '').startsWith('application/json')) return true;
-  const accept = req.headers.accept ?? '';
-  return accept.includes('application/json') && !accept.includes('text/html');
-}
 
 export function auditOf(req: FastifyRequest, event: Omit<AdminAuditEvent, 'request_id' | 'client_ip' | 'admin_user_id'> & { admin_user_id?: number | null }): AdminAuditEvent {
   return { request_id: req.id, client_ip: req.ip, admin_user_id: req.admin?.id ?? null, ...event };

@@ -71,3 +71,8 @@ export function wantsJson(req: FastifyRequest): boolean {
   const accept = req.headers.accept ?? '';
   return accept.includes('application/json') && !accept.includes('text/html');
 }
+
+/** A browser that wants a page back (not a JSON caller): console form endpoints answer it with a redirect or a page. */
+export function wantsPage(req: FastifyRequest): boolean {
+  return !wantsJson(req) && (wantsHtml(req) || req.headers['hx-request'] === 'true');
+}

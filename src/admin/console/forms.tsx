@@ -344,10 +344,18 @@ export function registerFormPage(app: FastifyInstance, method: 'POST', url: stri
   pages.set(`${method} ${url}`, page);
 }
 
-/** The page for a validation error of a browser's form post, or null when the route has none or the caller wants JSON. */
-export async function formErrorPage(app: FastifyInstance, req: FastifyRequest, items: readonly ValidationErrorItem[]): Promise<JSX.Element | null> {
+/**
+ * The page for a refused browser form post (validation items at their fields, or a conflict's message for the whole
+ * form), or null when the route has none, the caller wants JSON, or the page itself cannot be built (e.g. the record
+ * it shows is gone): the caller then answers with the error page.
+ */
+export async function formErrorPage(app: FastifyInstance, req: FastifyRequest, items: readonly ValidationErrorItem[], message?: string): Promise<JSX.Element | null> {
   if (wantsJson(req)) return null;
   const page = formPages.get(app)?.get(`${req.method} ${req.routeOptions.url ?? ''}`);
   if (!page) return null;
-  return page(req, pageContext(req), formStateFrom(req.body, items));
+  try {
+    return await page(req, pageContext(req), formStateFrom(req.body, items, message));
+  } catch {
+    return null;
+  }
 }

@@ -19,6 +19,7 @@ export const navEntries: NavEntry[] = [
   { href: '/dashboard/access-control/identities', label: 'Identities', permission: 'identities:read', order: 40 },
   { href: '/dashboard/alerts', label: 'Alerts', permission: 'alerts:read', order: 60 },
   { href: '/dashboard/data-sources', label: 'Data sources', permission: 'sources:read', order: 50 },
+  { href: '/dashboard/policies', label: 'Policies', permission: 'policies:read', order: 55 },
   { href: '/dashboard/ingestion/jobs', label: 'Ingestion', permission: 'jobs:read', order: 70 },
   { href: '/dashboard/catalog/naming-report', label: 'Naming report', permission: 'catalog:read', order: 55 },
 ];

@@ -1,4 +1,4 @@
-// The policy admin module: /api/policies CRUD, dry-run, import preview/apply, compat preview, and the console form endpoints of spec §4 (answering JSON for now).
+// The policy admin module: /api/policies CRUD, dry-run, import preview/apply, compat preview, and the console form endpoints of spec §4 (pages for browsers, JSON for API clients; pages.tsx).
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { z } from 'zod';
 import type { AdminModule, AdminModuleContext } from '../../admin/module.js';
@@ -23,6 +23,8 @@ import { checkPolicyBody, issuesAt, policyCreateSchema, policyUpdateSchema, poli
 import { createSqlClassifier } from './sql.js';
 import { applyImportVersioned, createPolicyVersioned, deletePolicyVersioned, updatePolicyVersioned } from './writes.js';
 import { catalogPortFor } from '../../catalog/runtime.js';
+import { wantsPage } from '../console/context.js';
+import { registerPolicyPages, type PolicyFormPages } from './pages.js';
 import type { ImportWrite, NewPolicy, PolicyWrite } from './writes.js';
 
 const idParams = z.strictObject({ id: intId });
@@ -31,10 +33,12 @@ const YAML_TYPES = ['application/yaml', 'application/x-yaml', 'text/yaml', 'text
 const formSchema = z.record(z.string(), z.union([z.string(), z.array(z.string())]));
 
 export const policyModule: AdminModule = async (ctx) => {
+  // The console pages register on the root instance: the admin error handler finds their form pages there.
+  const pages = registerPolicyPages(ctx);
   // A child scope, so the YAML body parser serves only these routes; the guard's root hooks still apply.
   await ctx.app.register(async (scope) => {
     scope.addContentTypeParser(YAML_TYPES, { parseAs: 'string', bodyLimit: 1024 * 1024 }, (_req, body, done) => done(null, body));
-    registerPolicyRoutes({ ...ctx, app: scope });
+    registerPolicyRoutes({ ...ctx, app: scope }, pages);
   });
 };
 
@@ -47,7 +51,7 @@ function withDocument<T>(run: () => T): T {
   }
 }
 
-export function registerPolicyRoutes({ app, api, services }: AdminModuleContext): void {
+export function registerPolicyRoutes({ app, api, services }: AdminModuleContext, pages: PolicyFormPages): void {
   const { db, adminAudit, policies } = services;
   const dryRunDeps: DryRunDeps = { db, policies: () => policies.current(), classifySql: createSqlClassifier(), catalog: catalogPortFor(services) };
   const read = requirePermission('policies:read');
@@ -150,11 +154,11 @@ export function registerPolicyRoutes({ app, api, services }: AdminModuleContext)
     },
   });
 
-  registerFormRoutes(app, services, dryRunDeps, { read, write, afterWrite });
+  registerFormRoutes(app, services, dryRunDeps, { read, write, afterWrite }, pages);
   describeFormRoutes(api);
 }
 
-async function preview(db: Db, doc: ParsedDocument): Promise<ImportPlan> {
+export async function preview(db: Db, doc: ParsedDocument): Promise<ImportPlan> {
   return planImport(doc, await listPolicies(db));
 }
 
@@ -196,7 +200,7 @@ interface FormGuards {
 }
 
 /** Builds a policy from the console form, locating every problem on the form field it came from. */
-function policyFromForm(raw: unknown): { policy: NewPolicy; notes: ReturnType<typeof translateLegacyForm>['notes'] } {
+export function policyFromForm(raw: unknown): { policy: NewPolicy; notes: ReturnType<typeof translateLegacyForm>['notes'] } {
   const form = flattenForm(parseOrThrow(formSchema, 'body', raw ?? {}));
   const t = translateLegacyForm(form);
   const items: ValidationErrorItem[] = t.problems.map((p) => ({ loc: ['body', p.field], msg: p.msg, type: 'value_error' }));
@@ -229,55 +233,63 @@ function payloadOf(raw: unknown): string {
 /** The console form endpoints in the OpenAPI document (form-encoded or JSON bodies, spec §2 "Console form bodies"). */
 function describeFormRoutes(api: ApiRegistry): void {
   const consumes = ['application/x-www-form-urlencoded', 'application/json'];
+  const produces = ['text/html', 'application/json'];
   const payload = z.object({ policy_payload: z.string().default('') });
   const tags = ['policies', 'console'];
-  api.describe({ method: 'POST', url: '/dashboard/policies/create', summary: 'Create a policy from the console form fields', tags, body: formSchema, consumes, successStatus: 201 });
-  api.describe({ method: 'POST', url: '/dashboard/policies/:policy_id/update', summary: 'Update a policy from the console form fields', tags, params: formIdParams, body: formSchema, consumes });
-  api.describe({ method: 'POST', url: '/dashboard/policies/import', summary: 'Preview policies in the earlier console form fields as an import', tags, body: payload, consumes });
-  api.describe({ method: 'POST', url: '/dashboard/policies/import/preview', summary: 'Preview a policy import document', tags, body: payload, consumes });
-  api.describe({ method: 'POST', url: '/dashboard/policies/import/apply', summary: 'Apply a policy import document', tags, body: payload, consumes });
-  api.describe({ method: 'POST', url: '/dashboard/policies/dry-run', summary: 'Dry-run the policy set from the console form fields', tags, body: dryRunFormSchema, consumes });
+  api.describe({ method: 'POST', url: '/dashboard/policies/create', summary: 'Create a policy from the console form fields', tags, body: formSchema, consumes, produces, successStatus: 201 });
+  api.describe({ method: 'POST', url: '/dashboard/policies/:policy_id/update', summary: 'Update a policy from the console form fields', tags, params: formIdParams, body: formSchema, consumes, produces });
+  api.describe({ method: 'POST', url: '/dashboard/policies/import', summary: 'Preview policies in the earlier console form fields as an import', tags, body: payload, consumes, produces });
+  api.describe({ method: 'POST', url: '/dashboard/policies/import/preview', summary: 'Preview a policy import document', tags, body: payload, consumes, produces });
+  api.describe({ method: 'POST', url: '/dashboard/policies/import/apply', summary: 'Apply a policy import document', tags, body: payload, consumes, produces });
+  api.describe({ method: 'POST', url: '/dashboard/policies/dry-run', summary: 'Dry-run the policy set from the console form fields', tags, body: dryRunFormSchema, consumes, produces });
 }
 
 /**
- * Console form endpoints (spec §4, form-encoded). The console pages are a later issue: until then these
- * answer JSON (the same bodies as the JSON API) and are documented as such in docs/policy-api.md.
+ * Console form endpoints (spec §4, form-encoded). A browser (Accept names text/html) gets a redirect or a page
+ * (`pages`); any other caller the JSON bodies of the JSON API, as before the console had these pages
+ * (docs/policy-api.md, docs/decisions/0019-console-admin-pages.md).
  */
-function registerFormRoutes(app: FastifyInstance, services: Services, dryRunDeps: DryRunDeps, g: FormGuards): void {
+function registerFormRoutes(app: FastifyInstance, services: Services, dryRunDeps: DryRunDeps, g: FormGuards, pages: PolicyFormPages): void {
   const { db } = services;
 
   app.post('/dashboard/policies/create', { preHandler: g.write }, async (req, reply) => {
     const { policy, notes } = policyFromForm(req.body);
     const w = await createPolicyVersioned(db, policy);
     await g.afterWrite(req, 'policy.create', w, 201);
+    if (wantsPage(req)) return pages.saved(reply, w.after!.id);
     return reply.code(201).send({ policy: viewPolicy(w.after!), notes });
   });
 
-  app.post('/dashboard/policies/:policy_id/update', { preHandler: g.write }, async (req) => {
+  app.post('/dashboard/policies/:policy_id/update', { preHandler: g.write }, async (req, reply) => {
     const { policy_id } = parseOrThrow(formIdParams, 'path', req.params);
     const { policy, notes } = policyFromForm(req.body);
     // The form carries no enabled field: the stored state is kept.
     const { enabled: _enabled, ...patch } = policy;
     const w = await updatePolicyVersioned(db, policy_id, patch, () => undefined);
     await g.afterWrite(req, 'policy.update', w, 200);
+    if (wantsPage(req)) return pages.saved(reply, w.after!.id);
     return { policy: viewPolicy(w.after!), notes };
   });
 
-  app.post('/dashboard/policies/import', { preHandler: g.read }, async (req) => {
+  app.post('/dashboard/policies/import', { preHandler: g.read }, async (req, reply) => {
     const doc = withDocument(() => documentFromText(payloadOf(req.body), ['body', 'policy_payload'], { allowSingleObject: true }));
-    return compatPreview(doc, await listPolicies(db));
+    const result = compatPreview(doc, await listPolicies(db));
+    return wantsPage(req) ? pages.imported(req, reply, { kind: 'compat', result }) : result;
   });
 
-  app.post('/dashboard/policies/import/preview', { preHandler: g.read }, async (req) => {
-    return preview(db, withDocument(() => documentFromText(payloadOf(req.body), ['body', 'policy_payload'])));
+  app.post('/dashboard/policies/import/preview', { preHandler: g.read }, async (req, reply) => {
+    const result = await preview(db, withDocument(() => documentFromText(payloadOf(req.body), ['body', 'policy_payload'])));
+    return wantsPage(req) ? pages.imported(req, reply, { kind: 'preview', result }) : result;
   });
 
-  app.post('/dashboard/policies/import/apply', { preHandler: g.write }, async (req) => {
-    return applyImport(services, req, withDocument(() => documentFromText(payloadOf(req.body), ['body', 'policy_payload'])));
+  app.post('/dashboard/policies/import/apply', { preHandler: g.write }, async (req, reply) => {
+    const result = await applyImport(services, req, withDocument(() => documentFromText(payloadOf(req.body), ['body', 'policy_payload'])));
+    return wantsPage(req) ? pages.imported(req, reply, { kind: 'apply', result }) : result;
   });
 
-  app.post('/dashboard/policies/dry-run', { preHandler: g.read }, async (req) => {
+  app.post('/dashboard/policies/dry-run', { preHandler: g.read }, async (req, reply) => {
     const form = parseOrThrow(dryRunFormSchema, 'body', req.body ?? {});
-    return dryRun(dryRunDeps, parseOrThrow(dryRunSchema, 'body', dryRunFromForm(form)));
+    const result = await dryRun(dryRunDeps, parseOrThrow(dryRunSchema, 'body', dryRunFromForm(form)));
+    return wantsPage(req) ? pages.dryRan(req, reply, result) : result;
   });
 }
