@@ -92,6 +92,10 @@ const MEANING: Record<string, string> = {
   'redis.key_prefix': 'Prefix of every Redis key Gatehouse writes (several deployments may share one Redis).',
   'redis.connect_timeout_ms': 'Connect timeout to Redis.',
   'redis.command_timeout_ms': 'Timeout of one Redis command.',
+  'redis.sentinel_master': 'Redis Sentinel: the name of the primary the sentinels monitor. Set, `url` names a sentinel (its user, password and TLS apply to the data nodes, not the sentinels) and commands go to the current primary, followed across a failover. docs/operations.md "Redis Sentinel and Cluster".',
+  'redis.sentinels': 'Further sentinels (`host:port`) besides the one `url` names. Needs `sentinel_master`.',
+  'redis.cluster': 'Redis Cluster: `url` names one node (its user, password and TLS apply to every node); keys are routed by hash slot and pub/sub reaches every node. Database 0 only. docs/operations.md "Redis Sentinel and Cluster".',
+  'redis.cluster_nodes': 'Further cluster seed nodes (`host:port`) besides the one `url` names. Needs `cluster: true`.',
 
   'auth.api_key_pepper_ref': 'Secret reference to the HMAC pepper of agent API keys; changing it invalidates HMAC-key authentication. At least 32 characters in production.',
   'auth.key_session_ttl_seconds': 'How long a verified API key is remembered before it is verified again (0 disables).',

@@ -37,6 +37,12 @@ export function crossFieldProblems(c: Config): string[] {
   if (c.gateway.pg_tls.require_client_tls && c.gateway.pg_tls.cert_file === null) {
     problems.push('gateway.pg_tls.require_client_tls: needs gateway.pg_tls.cert_file and key_file');
   }
+  const r = c.redis;
+  if (r.sentinels.length > 0 && r.sentinel_master === null) problems.push('redis.sentinels: needs redis.sentinel_master (the primary the sentinels monitor)');
+  if (r.cluster_nodes.length > 0 && !r.cluster) problems.push('redis.cluster_nodes: needs redis.cluster: true');
+  if (r.cluster && r.sentinel_master !== null) problems.push('redis.cluster: a Redis Cluster is not managed by sentinels; set redis.cluster or redis.sentinel_master, not both');
+  if ((r.cluster || r.sentinel_master !== null) && r.url === null) problems.push(`redis.${r.cluster ? 'cluster' : 'sentinel_master'}: needs redis.url (a node to start from, and the credentials and TLS of the data nodes)`);
+  if (r.cluster && r.url !== null && !/^rediss?:\/\/[^/]*(\/0?)?$/.test(r.url)) problems.push('redis.url: a Redis Cluster has only database 0');
   const t = c.gateway.timeouts;
   if (t.pg_drain_ms !== null && t.pg_drain_ms >= t.shutdown_grace_ms) {
     problems.push('gateway.timeouts.pg_drain_ms: must be shorter than gateway.timeouts.shutdown_grace_ms (the sessions still open at the drain timeout are ended before the process exits)');

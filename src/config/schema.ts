@@ -146,6 +146,9 @@ export const databaseSchema = section({
   migrate_on_start: z.boolean().nullable().default(null),
 });
 
+/** `host:port` of a Redis sentinel or cluster node. */
+const hostPort = z.string().max(300).regex(/^(?:[A-Za-z0-9.-]+|\[[0-9A-Fa-f:.]+\]):\d{1,5}$/, 'must be host:port');
+
 export const redisSchema = section({
   /** Redis URL; null in development uses the in-process coordination adapter. */
   url: z.string().min(1).max(4096).nullable().default(null),
@@ -153,6 +156,14 @@ export const redisSchema = section({
   key_prefix: z.string().regex(/^[A-Za-z0-9:_.-]{0,64}$/).default('gh:'),
   connect_timeout_ms: positiveInt(120_000).default(2_000),
   command_timeout_ms: positiveInt(120_000).default(2_000),
+  /** Redis Sentinel (docs/operations.md): set, `url` names a sentinel and commands go to this primary's current address. */
+  sentinel_master: z.string().regex(/^[A-Za-z0-9._-]{1,128}$/, 'must be 1-128 letters, digits, dots, underscores or hyphens').nullable().default(null),
+  /** Further sentinels besides the one `url` names. */
+  sentinels: z.array(hostPort).max(16).default([]),
+  /** Redis Cluster (docs/operations.md): `url` names one node of the cluster; keys are routed by hash slot. */
+  cluster: z.boolean().default(false),
+  /** Further cluster seed nodes besides the one `url` names. */
+  cluster_nodes: z.array(hostPort).max(64).default([]),
 });
 
 export const oidcSchema = section({

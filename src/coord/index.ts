@@ -2,6 +2,7 @@
 import { MemoryCoordination } from './memory.js';
 import { RedisCoordination } from './redis.js';
 import type { Coordination, CoordinationLogger } from './port.js';
+import type { RedisTopology } from './redis.js';
 
 export type {
   Coordination,
@@ -17,11 +18,13 @@ export type { CoordinationErrorCode } from './errors.js';
 export { MemoryCoordination, MemoryCoordinationStore } from './memory.js';
 export type { MemoryCoordinationOptions } from './memory.js';
 export { RedisCoordination, describeRedisTarget } from './redis.js';
-export type { RedisCoordinationOptions } from './redis.js';
+export type { HostPort, RedisConnection, RedisCoordinationOptions, RedisTopology } from './redis.js';
 
 export interface CreateCoordinationOptions {
   /** Set → Redis. Unset → in-process adapter; whether that is allowed (never in production) is the config layer's call. */
   redisUrl?: string | undefined;
+  /** How the Redis URL's server is reached: one server (default), Sentinel or Cluster. */
+  topology?: RedisTopology;
   keyPrefix?: string;
   connectTimeoutMs?: number;
   logger?: CoordinationLogger;
@@ -32,6 +35,7 @@ export function createCoordination(options: CreateCoordinationOptions): Coordina
   if (redisUrl !== undefined && redisUrl !== '') {
     return new RedisCoordination({
       url: redisUrl,
+      ...(options.topology !== undefined ? { topology: options.topology } : {}),
       ...(keyPrefix !== undefined ? { keyPrefix } : {}),
       ...(options.connectTimeoutMs !== undefined ? { connectTimeoutMs: options.connectTimeoutMs } : {}),
       ...(logger !== undefined ? { logger } : {}),

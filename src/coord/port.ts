@@ -1,5 +1,5 @@
 // The coordination port: shared short-lived state (keys with TTL, counters, pub/sub, locks) behind one interface.
-import type { Redis } from 'ioredis';
+import type { Cluster, Redis } from 'ioredis';
 
 /** Removes one subscription handler; resolves once the channel is no longer listened to (if it was the last). */
 export type Unsubscribe = () => Promise<void>;
@@ -84,8 +84,8 @@ export interface Coordination {
   /** Resolves when the store answers; rejects with a `CoordinationError` otherwise (used by /ready). */
   ping(): Promise<void>;
   status(): CoordinationStatus;
-  /** The ioredis command connection for rate-limiter-flexible's RateLimiterRedis; null for the memory adapter. */
-  redisClient(): Redis | null;
+  /** The ioredis command connection (one Redis or a Cluster) for rate-limiter-flexible's RateLimiterRedis; null for the memory adapter. */
+  redisClient(): Redis | Cluster | null;
   /** Closes connections and timers; further calls reject. */
   close(): Promise<void>;
 }

@@ -1,7 +1,7 @@
-// Redis coordination adapter (ioredis): fail-fast commands, background reconnect, a resubscribing pub/sub connection.
+// Redis coordination adapter (ioredis): fail-fast commands, background reconnect, a resubscribing pub/sub connection; one Redis, a Sentinel-managed primary, or a Redis Cluster.
 import { createHash, randomBytes } from 'node:crypto';
-import { Redis } from 'ioredis';
-import type { RedisOptions } from 'ioredis';
+import { Cluster, Redis } from 'ioredis';
+import type { ClusterOptions, RedisOptions } from 'ioredis';
 import {
   CoordinationError,
   LOCK_NAMESPACE,
@@ -23,9 +23,26 @@ import type {
 } from './port.js';
 import { withDeadline } from '../util/deadline.js';
 
+export interface HostPort {
+  host: string;
+  port: number;
+}
+
+/**
+ * How the URL's server is reached (docs/operations.md "Redis Sentinel and Cluster"). `sentinel`: the URL names one
+ * sentinel, `sentinels` the others, and commands go to the primary they report for `masterName`, followed across a
+ * failover. `cluster`: the URL names one cluster node, `nodes` more seeds; keys are routed by hash slot. In both, the
+ * URL's user, password and TLS (rediss) apply to the data nodes.
+ */
+export type RedisTopology = { kind: 'standalone' } | { kind: 'sentinel'; sentinels: readonly HostPort[]; masterName: string } | { kind: 'cluster'; nodes: readonly HostPort[] };
+
+/** Commands shared by one Redis and a Cluster (ioredis's Commander): what the adapter and the rate limiter use. */
+export type RedisConnection = Redis | Cluster;
+
 export interface RedisCoordinationOptions {
   /** redis:// or rediss:// URL; its password is never logged. */
   url: string;
+  topology?: RedisTopology;
   keyPrefix?: string;
   /** Time allowed for one TCP/TLS connect attempt (default 2000 ms). */
   connectTimeoutMs?: number;
@@ -82,8 +99,9 @@ export function describeRedisTarget(url: string): string {
 export class RedisCoordination implements Coordination {
   readonly kind = 'redis' as const;
   readonly keyPrefix: string;
-  readonly #client: Redis;
-  readonly #subscriber: Redis;
+  readonly #client: RedisConnection;
+  readonly #subscriber: RedisConnection;
+  readonly #cluster: boolean;
   readonly #logger: CoordinationLogger;
   readonly #target: string;
   readonly #handlers = new Map<string, Set<Subscription>>();
@@ -115,9 +133,11 @@ export class RedisCoordination implements Coordination {
       autoResendUnfulfilledCommands: false,
       retryStrategy: (times) => Math.min(maxDelay, 50 * 2 ** Math.min(times, 8)) + Math.floor(Math.random() * 50),
     };
+    const topology = options.topology ?? { kind: 'standalone' };
+    this.#cluster = topology.kind === 'cluster';
     // The offline queue only bridges the first connect; once connected, a down Redis fails commands at once.
-    this.#client = new Redis(url, { ...base, connectionName: 'gatehouse', enableOfflineQueue: true });
-    this.#subscriber = new Redis(url, {
+    this.#client = connectRedis(url, topology, { ...base, connectionName: 'gatehouse', enableOfflineQueue: true });
+    this.#subscriber = connectRedis(url, topology, {
       ...base,
       connectionName: 'gatehouse-sub',
       enableOfflineQueue: false,
@@ -168,6 +188,9 @@ export class RedisCoordination implements Coordination {
     this.#open();
     const list = keyList(keys).map((key) => this.keyPrefix + key);
     if (list.length === 0) return 0;
+    // A cluster refuses a multi-key command whose keys hash to different slots (CROSSSLOT): one DEL per key there.
+    // Nothing relies on the keys of one del() disappearing together.
+    if (this.#cluster && list.length > 1) return this.#run(async () => (await Promise.all(list.map((k) => this.#client.del(k)))).reduce((a, b) => a + b, 0));
     return this.#run(() => this.#client.del(...list));
   }
 
@@ -188,7 +211,7 @@ export class RedisCoordination implements Coordination {
   async publish(channel: string, message: string): Promise<void> {
     const c = this.#key(channel, 'channel');
     assertValue(message);
-    await this.#run(() => this.#client.publish(c, message));
+    await this.#run(() => this.#publisher().publish(c, message));
   }
 
   async subscribe(channel: string, handler: MessageHandler): Promise<Unsubscribe> {
@@ -248,7 +271,7 @@ export class RedisCoordination implements Coordination {
     return { connected: this.#client.status === 'ready', subscriptionsHealthy: subscriberUp && allConfirmed };
   }
 
-  redisClient(): Redis {
+  redisClient(): RedisConnection {
     return this.#client;
   }
 
@@ -260,7 +283,19 @@ export class RedisCoordination implements Coordination {
     await Promise.all([quit(this.#client), quit(this.#subscriber)]);
   }
 
-  #watch(connection: Redis, role: 'command' | 'subscriber'): void {
+  /**
+   * The connection PUBLISH goes through. A cluster sends a command without a key to any node, and messages entering
+   * through different nodes reach a subscriber in no particular order; through one node they keep their order (one
+   * cluster-bus link to each other node), so a cluster publishes through the primary with the lowest address.
+   */
+  #publisher(): RedisConnection {
+    if (!(this.#client instanceof Cluster)) return this.#client;
+    let chosen: Redis | null = null;
+    for (const node of this.#client.nodes('master')) if (chosen === null || nodeAddress(node) < nodeAddress(chosen)) chosen = node;
+    return chosen ?? this.#client;
+  }
+
+  #watch(connection: RedisConnection, role: 'command' | 'subscriber'): void {
     // One warning per outage, not one per retry; the driver's error goes to logs without the URL.
     let down = false;
     connection.on('ready', () => {
@@ -404,7 +439,41 @@ function errorSummary(error: unknown): { name: string; code?: string; message: s
   return { name: error.name, message: error.message, ...(typeof code === 'string' ? { code } : {}) };
 }
 
-async function quit(connection: Redis): Promise<void> {
+/**
+ * One connection of the topology. A Sentinel connection asks the sentinels for the primary on every (re)connect, and
+ * reconnects when a demoted primary answers READONLY (a failover it did not see as a disconnect). A Cluster connection
+ * keeps one connection per node; a failed command is not retried elsewhere (maxRetriesPerRequest 0 in every mode).
+ */
+function connectRedis(url: string, topology: RedisTopology, options: RedisOptions): RedisConnection {
+  if (topology.kind === 'standalone') return new Redis(url, options);
+  const seed = new URL(url);
+  const first: HostPort = { host: seed.hostname, port: Number(seed.port || (topology.kind === 'sentinel' ? 26379 : 6379)) };
+  if (topology.kind === 'sentinel') {
+    return new Redis(url, {
+      ...options,
+      sentinels: [first, ...topology.sentinels],
+      name: topology.masterName,
+      role: 'master',
+      sentinelRetryStrategy: options.retryStrategy!,
+      // Subscribes to the sentinels' +switch-master so a failover is followed at once, not at the next error.
+      failoverDetector: true,
+      reconnectOnError: (err) => err.message.startsWith('READONLY'),
+    });
+  }
+  const { enableOfflineQueue, retryStrategy, connectionName, ...nodeOptions } = options;
+  const clusterOptions: ClusterOptions = {
+    redisOptions: { ...nodeOptions, ...(connectionName !== undefined ? { connectionName } : {}) },
+    enableOfflineQueue: enableOfflineQueue ?? false,
+    clusterRetryStrategy: retryStrategy!,
+    // Replies come from primaries only: a replica may not have a write the caller just made.
+    scaleReads: 'master',
+  };
+  return new Cluster([first, ...topology.nodes], clusterOptions);
+}
+
+const nodeAddress = (node: Redis): string => `${node.options.host ?? ''}:${String(node.options.port ?? 0).padStart(5, '0')}`;
+
+async function quit(connection: RedisConnection): Promise<void> {
   if (connection.status === 'ready') {
     // QUIT lets the server finish what it was sent; a server that does not answer within a second is just dropped.
     await withDeadline(connection.quit().then(() => undefined, () => undefined), 1000, () => undefined);

@@ -1,5 +1,5 @@
 // Rate-limit enforcement of policy obligations per identity × source × policy, shared across replicas through Redis.
-import type { Redis } from 'ioredis';
+import type { Cluster, Redis } from 'ioredis';
 import { RateLimiterMemory, RateLimiterRedis, RateLimiterRes } from 'rate-limiter-flexible';
 import type { RateLimiterAbstract } from 'rate-limiter-flexible';
 import { withDeadline } from '../util/deadline.js';
@@ -34,7 +34,7 @@ export type RateLimitOutcome =
 
 export interface RateLimiterOptions {
   /** A connected ioredis client shared with the rest of the process, or null for in-process (embedded) limits. */
-  readonly redis: Redis | null;
+  readonly redis: Redis | Cluster | null;
   readonly keyPrefix: string;
   /** How long a Redis round trip may take before the request is refused (fail closed). */
   readonly timeoutMs?: number;
@@ -54,7 +54,7 @@ class LimiterTimeout extends Error {
  * `limiter_unavailable`: a governance budget that silently stops counting is no budget.
  */
 export class RateLimiter {
-  readonly #redis: Redis | null;
+  readonly #redis: Redis | Cluster | null;
   readonly #keyPrefix: string;
   readonly #timeoutMs: number;
   readonly #limiters = new Map<string, RateLimiterAbstract>();

@@ -4,7 +4,7 @@ import os from 'node:os';
 import path from 'node:path';
 import type { Kysely } from 'kysely';
 import type { Config, LoadedConfig, ServiceRole } from '../config/index.js';
-import { createCoordination, type Coordination } from '../coord/index.js';
+import { createCoordination, type Coordination, type HostPort, type RedisTopology } from '../coord/index.js';
 import { openControlStore, type ControlStore } from '../store/db.js';
 import { migrationStatus } from '../store/migrate.js';
 import { StoreUnavailableError } from '../store/errors.js';
@@ -118,6 +118,7 @@ export async function buildServices(loaded: LoadedConfig, role: ServiceRole, log
 
     const coord = createCoordination({
       redisUrl: config.redis.url ?? undefined,
+      topology: redisTopology(config.redis),
       keyPrefix: config.redis.key_prefix,
       connectTimeoutMs: config.redis.connect_timeout_ms,
       logger: log.child({ component: 'coordination' }),
@@ -245,4 +246,16 @@ async function runClosers(closers: Array<() => Promise<void>>, log: Logger): Pro
       log.error({ err }, 'error while closing');
     }
   }
+}
+
+function hostPort(s: string): HostPort {
+  const i = s.lastIndexOf(':');
+  return { host: s.slice(0, i).replace(/^\[(.*)\]$/, '$1'), port: Number(s.slice(i + 1)) };
+}
+
+/** redis.sentinel_master / redis.cluster (docs/operations.md "Redis Sentinel and Cluster"); the config layer made them exclusive. */
+function redisTopology(r: Config['redis']): RedisTopology {
+  if (r.sentinel_master !== null) return { kind: 'sentinel', masterName: r.sentinel_master, sentinels: r.sentinels.map(hostPort) };
+  if (r.cluster) return { kind: 'cluster', nodes: r.cluster_nodes.map(hostPort) };
+  return { kind: 'standalone' };
 }

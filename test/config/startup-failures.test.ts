@@ -164,6 +164,13 @@ describe('out-of-range values', () => {
     expect(problems({ gateway: { pg_port: 15432, pg_tls: { require_client_tls: true } } })).toEqual([expect.stringMatching(/^gateway\.pg_tls\.require_client_tls: /)]);
     expect(problems({ audit: { spool: { max_bytes: 1000, segment_bytes: 2000 } } })).toEqual([expect.stringMatching(/^audit\.spool\.segment_bytes: /)]);
     expect(problems({ audit: { retry: { initial_backoff_ms: 5000, max_backoff_ms: 1000 } } })).toEqual([expect.stringMatching(/^audit\.retry\.initial_backoff_ms: /)]);
+    expect(problems({ redis: { url: 'redis://s1:26379', sentinels: ['s2:26379'] } })).toEqual([expect.stringMatching(/^redis\.sentinels: needs redis\.sentinel_master/)]);
+    expect(problems({ redis: { url: 'redis://n1:6379', cluster_nodes: ['n2:6379'] } })).toEqual([expect.stringMatching(/^redis\.cluster_nodes: needs redis\.cluster: true/)]);
+    expect(problems({ redis: { url: 'redis://n1:6379', cluster: true, sentinel_master: 'm' } })).toEqual([expect.stringMatching(/^redis\.cluster: a Redis Cluster is not managed by sentinels/)]);
+    expect(problems({ redis: { sentinel_master: 'm' } })).toEqual([expect.stringMatching(/^redis\.sentinel_master: needs redis\.url/)]);
+    expect(problems({ redis: { url: 'redis://n1:6379/2', cluster: true } })).toEqual(['redis.url: a Redis Cluster has only database 0']);
+    expect(problems({ redis: { url: 'redis://:pw@n1:6379/0', cluster: true, cluster_nodes: ['n2:6379', '[::1]:6380'] } })).toEqual([]);
+    expect(problems({ redis: { url: 'redis://s1:26379', sentinel_master: 'mymaster', sentinels: ['s2:26379'] } })).toEqual([]);
     expect(problems({ gateway: { timeouts: { shutdown_grace_ms: 5000, pg_drain_ms: 5000 } } })).toEqual([expect.stringMatching(/^gateway\.timeouts\.pg_drain_ms: must be shorter than gateway\.timeouts\.shutdown_grace_ms/)]);
     expect(problems({ gateway: { timeouts: { shutdown_grace_ms: 5000, pg_drain_ms: 4000 } } })).toEqual([]);
     expect(problems({ pii: { default_mode: 'deep' } })).toEqual([expect.stringMatching(/^pii\.default_mode: /)]);

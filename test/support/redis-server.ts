@@ -31,7 +31,7 @@ process.once('exit', () => {
   for (const child of live) child.kill('SIGKILL');
 });
 
-async function freePort(): Promise<number> {
+export async function freePort(): Promise<number> {
   const server = createServer();
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
@@ -43,13 +43,16 @@ async function freePort(): Promise<number> {
   return address.port;
 }
 
-function launch(port: number): Promise<{ child: ChildProcess; dir: string }> {
+/**
+ * Starts redis-server on the port in a fresh directory and resolves once it logged `ready`. `args(dir)` replaces the
+ * arguments after `--port` (a sentinel's configuration file lives in its directory).
+ */
+export function launchRedis(port: number, args: (dir: string) => string[] = (dir) => ['--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--dir', dir], ready = READY_LINE): Promise<{ child: ChildProcess; dir: string }> {
   const dir = mkdtempSync(join(tmpdir(), 'gh-redis-'));
-  const child = spawn(
-    'redis-server',
-    ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--dir', dir],
-    { stdio: ['ignore', 'pipe', 'pipe'] },
-  );
+  const extra = args(dir);
+  // A configuration file, when given, must come first.
+  const argv = extra[0]?.endsWith('.conf') ? [extra[0], '--port', String(port), ...extra.slice(1)] : ['--port', String(port), ...extra];
+  const child = spawn('redis-server', argv, { stdio: ['ignore', 'pipe', 'pipe'] });
   live.add(child);
   let output = '';
   return new Promise((resolve, reject) => {
@@ -63,7 +66,7 @@ function launch(port: number): Promise<{ child: ChildProcess; dir: string }> {
     const timer = setTimeout(() => fail(`not ready within ${START_TIMEOUT_MS} ms`), START_TIMEOUT_MS);
     const onData = (chunk: Buffer): void => {
       output += chunk.toString('utf8');
-      if (READY_LINE.test(output)) {
+      if (ready.test(output)) {
         clearTimeout(timer);
         child.off('exit', onExit);
         child.stdout?.off('data', onData);
@@ -82,7 +85,7 @@ function launch(port: number): Promise<{ child: ChildProcess; dir: string }> {
   });
 }
 
-async function kill(child: ChildProcess): Promise<void> {
+export async function killRedis(child: ChildProcess): Promise<void> {
   live.delete(child);
   if (child.exitCode !== null || child.signalCode !== null) return;
   const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
@@ -98,7 +101,7 @@ export async function startRedisServer(): Promise<RedisServerHandle> {
   for (let attempt = 1; current === null; attempt++) {
     port = await freePort();
     try {
-      current = await launch(port);
+      current = await launchRedis(port);
     } catch (error) {
       if (attempt >= 3) throw error;
     }
@@ -108,7 +111,7 @@ export async function startRedisServer(): Promise<RedisServerHandle> {
     if (current === null) return;
     const { child, dir } = current;
     current = null;
-    await kill(child);
+    await killRedis(child);
     rmSync(dir, { recursive: true, force: true });
   };
 
@@ -117,7 +120,7 @@ export async function startRedisServer(): Promise<RedisServerHandle> {
     // The killed listener's port is free at once (redis sets SO_REUSEADDR); retry briefly in case it is not.
     for (let attempt = 1; ; attempt++) {
       try {
-        current = await launch(port);
+        current = await launchRedis(port);
         return;
       } catch (error) {
         if (attempt >= 5) throw error;
