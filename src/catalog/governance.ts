@@ -17,14 +17,37 @@ function push(map: Map<string, string[]>, key: string, value: string): void {
   else if (!list.includes(value)) list.push(value);
 }
 
-/** `/users/{id}` → a matcher of `/users/42` (one segment per template variable). */
+/**
+ * `/users/{id}` → a matcher of `/users/42` (one segment per template variable). Case-insensitive: common upstream
+ * frameworks route `/USERS/42` to the same handler, and matching more only redacts more.
+ */
 export function templateMatcher(template: string): (path: string) => boolean {
   const source = template
     .split(/(\{[^}/]+\})/)
     .map((part) => (/^\{[^}/]+\}$/.test(part) ? '[^/]+' : part.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')))
     .join('');
-  const re = new RegExp(`^${source}/?$`);
+  const re = new RegExp(`^${source}/?$`, 'i');
   return (path) => re.test(path);
+}
+
+/**
+ * What the catalog says of one HTTP request (pure): the tags of the operation it calls (method and path template,
+ * for `classification_tags` conditions), and the classified field names by tag that `redact_classified` redacts. Field
+ * names come from every operation on the path whatever the method: a PUT or a method-override answers the same resource
+ * as the GET that was classified. Every reading of the path (`deeperPaths`, nested escapes decoded) is matched.
+ */
+export function operationClassifications(c: CatalogClassifications, method: string, paths: readonly string[]): { tags: string[]; byTag: Map<string, string[]> } {
+  const tags = new Set<string>();
+  const byTag = new Map<string, string[]>();
+  const upper = method.toUpperCase();
+  for (const op of c.operations) {
+    if (!paths.some((p) => op.matches(p))) continue;
+    for (const [tag, fields] of op.byTag) {
+      if (op.method === upper) tags.add(tag);
+      for (const f of fields) push(byTag, tag, f);
+    }
+  }
+  return { tags: [...tags], byTag };
 }
 
 /** Builds the classifications of one source from its annotations and open protected changes (pure over the rows). */

@@ -4,6 +4,7 @@ import { GatehouseError } from '../errors/registry.js';
 import { sourceRoleDecision, type SourceRoleRequest } from '../governance/source-roles.js';
 import { evaluate, type Decision, type Operation } from '../governance/policy/index.js';
 import { compileColumnGlobs } from '../governance/policy/glob.js';
+import { operationClassifications } from '../catalog/governance.js';
 import { approvalVerdict, assessRisk, grownSinceApproval, needsWriteEstimate } from '../governance/risk.js';
 import { checkProxyPath, placeUnderBase } from '../governance/http-path.js';
 import type { GovernedRequest, PipelineDeps, Stage } from './context.js';
@@ -203,16 +204,9 @@ function classificationInput(req: GovernedRequest): { classification_tags: strin
     if (c.columnTags.size > 0) for (const col of req.columns ?? []) for (const t of c.columnTags.get(col) ?? []) tags.add(t);
     return { classification_tags: [...tags], classified: c.byTag };
   }
-  const path = req.httpTarget?.path ?? '';
-  const byTag = new Map<string, string[]>();
-  for (const op of c.operations) {
-    if (op.method !== req.action.method || !op.matches(path)) continue;
-    for (const [tag, fields] of op.byTag) {
-      tags.add(tag);
-      byTag.set(tag, [...(byTag.get(tag) ?? []), ...fields]);
-    }
-  }
-  return { classification_tags: [...tags], classified: byTag };
+  if (c.operations.length === 0) return { classification_tags: [] };
+  const http = operationClassifications(c, req.action.method, [req.httpTarget?.path ?? '', ...(req.httpTarget?.deeperPaths ?? [])]);
+  return { classification_tags: http.tags, classified: http.byTag };
 }
 
 /** One matcher per catalog view's protected list (the list lives as long as the cached view). */

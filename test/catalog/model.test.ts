@@ -3,7 +3,7 @@ import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { parsePath, pathOf, quoteSegment } from '../../src/catalog/model.js';
 import { suggestClassification } from '../../src/catalog/classify.js';
-import { buildClassifications, templateMatcher } from '../../src/catalog/governance.js';
+import { buildClassifications, operationClassifications, templateMatcher } from '../../src/catalog/governance.js';
 import { compilePolicies, evaluate } from '../../src/governance/policy/index.js';
 
 describe('paths', () => {
@@ -65,6 +65,21 @@ describe('classifications for governance', () => {
     expect(m('/users/42/orders')).toBe(false);
     expect(m('/users')).toBe(false);
     expect(templateMatcher('/a.b/{x}')('/aXb/1')).toBe(false);
+  });
+  it('an HTTP request reads its operation\'s tags, and the classified field names of every method on the path under any case', () => {
+    fc.assert(
+      fc.property(fc.constantFrom('GET', 'PUT', 'PATCH', 'DELETE', 'post', 'get'), fc.array(fc.boolean(), { minLength: 5, maxLength: 5 }), fc.integer({ min: 0, max: 1e9 }), (method, upper, id) => {
+        const path = [...'/users'].map((ch, i) => (upper[i] ? ch.toUpperCase() : ch)).join('') + `/${id}`;
+        const r = operationClassifications(c, method, [path]);
+        expect(r.byTag.get('contact')).toEqual(['email']);
+        expect(r.tags).toEqual(method.toUpperCase() === 'GET' ? ['contact'] : []);
+      }),
+    );
+    // A later reading of the path (a nested escape decoded) counts too; another path does not.
+    expect(operationClassifications(c, 'GET', ['/other', '/users/1']).tags).toEqual(['contact']);
+    expect(operationClassifications(c, 'GET', ['/users/1/orders']).byTag.size).toBe(0);
+    // New and renamed relations are protected whole.
+    expect(buildClassifications([], ['crm.copy']).protectedColumns).toEqual(['crm.copy.*']);
   });
   it('redact_classified redacts the columns of its tags, only for the policies that match', () => {
     const set = compilePolicies(

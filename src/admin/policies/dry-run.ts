@@ -14,6 +14,7 @@ import { getIdentityById } from '../../store/repos/identities.js';
 import type { Db } from '../../store/repos/util.js';
 import type { CatalogPort } from '../../pipeline/context.js';
 import { splitList } from './compat.js';
+import { operationClassifications } from '../../catalog/governance.js';
 
 const MAX_SQL = 100_000;
 const name = z.string().min(1).max(512);
@@ -158,7 +159,9 @@ export async function dryRun(deps: DryRunDeps, req: DryRunRequest): Promise<DryR
       ? { allowed: false, reason: uncallable }
       : sourceRoleDecision({ source_id: req.source_id, identity_id: identity.id, grants: ctx?.grants ?? [], roles: ctx?.roles ?? [], now: deps.now?.() ?? new Date() }, roleRequest);
   const catalog = deps.catalog ? await deps.catalog.get(req.source_id) : undefined;
-  const classificationTags = [...new Set([...(req.classification_tags ?? []), ...(catalog ? tagsOfColumns(catalog.columnTags, columns) : [])])];
+  // An HTTP request reads the classifications of the OpenAPI operations its path matches, as the proxy does.
+  const http = catalog && req.method !== undefined && req.path !== undefined ? operationClassifications(catalog, req.method, [req.path]) : null;
+  const classificationTags = [...new Set([...(req.classification_tags ?? []), ...(catalog ? tagsOfColumns(catalog.columnTags, columns) : []), ...(http?.tags ?? [])])];
   const evaluated = evaluate(set, {
     identity: { id: identity.id, roles: identity.roles, team: identity.team },
     source_id: req.source_id,
@@ -168,7 +171,7 @@ export async function dryRun(deps: DryRunDeps, req: DryRunRequest): Promise<DryR
     tables,
     columns,
     classification_tags: classificationTags,
-    ...(catalog ? { classified: catalog.byTag } : {}),
+    ...(http !== null ? { classified: http.byTag } : catalog ? { classified: catalog.byTag } : {}),
     roleDecision: { allowed: roleDecision.allowed, reason: roleDecision.reason },
   });
   // Drift protection redacts whatever the policies say, as on the front doors.
