@@ -38,6 +38,9 @@ export interface WindowFigures {
   denials: number;
   rate_limited: number;
   redactions: number;
+  /** Cache hits, and lookups (hits and misses; bypasses are not lookups). */
+  cache_hits: number;
+  cache_lookups: number;
   latency_hist: number[];
   /** Denials of each identity in the window (denied_burst). */
   denials_by_identity: Map<number, number>;
@@ -54,6 +57,8 @@ export function emptyFigures(): WindowFigures {
     denials: 0,
     rate_limited: 0,
     redactions: 0,
+    cache_hits: 0,
+    cache_lookups: 0,
     latency_hist: new Array<number>(LATENCY_BUCKETS).fill(0),
     denials_by_identity: new Map(),
     first_seen: 0,

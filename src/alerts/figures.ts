@@ -40,6 +40,8 @@ interface MinuteRow {
   denials: number;
   rate_limited: number;
   redactions: number;
+  cache_hits: number;
+  cache_lookups: number;
   latency_hist: number[];
 }
 
@@ -69,8 +71,9 @@ export function rawMinutes(from: Date, to: Date) {
         count(*) filter (where decision = 'deny' and status = 403) as denials,
         count(*) filter (where status = 429) as rate_limited,
         coalesce(sum(redactions), 0) as redactions,
+        count(*) filter (where cache = 'hit') as cache_hits, count(*) filter (where cache in ('hit', 'miss')) as cache_lookups,
         ${HIST_COUNTS}
-      from (select ts, identity_id, source_id, status, decision, redactions, width_bucket(duration_ms, ${BOUNDS_LITERAL}::float8[]) as wb
+      from (select ts, identity_id, source_id, status, decision, redactions, cache, width_bucket(duration_ms, ${BOUNDS_LITERAL}::float8[]) as wb
             from audit_entries
             where ts >= ${from.toISOString()}::timestamptz and ts < ${to.toISOString()}::timestamptz and channel <> 'admin') e
       group by 1, 2, 3
@@ -79,6 +82,7 @@ export function rawMinutes(from: Date, to: Date) {
       case when grouping(identity_id) = 1 then ${ALL_IDENTITIES} else coalesce(identity_id, ${NO_IDENTITY}) end as identity_key,
       case when grouping(source_id) = 1 then ${ALL_SOURCES} else coalesce(source_id, ${NO_SOURCE}) end as source_key,
       sum(n) as requests, sum(errors) as errors, sum(denials) as denials, sum(rate_limited) as rate_limited, sum(redactions) as redactions,
+      sum(cache_hits) as cache_hits, sum(cache_lookups) as cache_lookups,
       ${HIST_SUMS} as latency_hist
     from cell
     group by minute, grouping sets ((), (identity_id), (source_id), (identity_id, source_id))`;
@@ -93,6 +97,8 @@ interface MinuteRowRaw {
   denials: string;
   rate_limited: string;
   redactions: string;
+  cache_hits: string;
+  cache_lookups: string;
   latency_hist: string[];
 }
 
@@ -105,6 +111,8 @@ const toRow = (r: MinuteRowRaw): MinuteRow => ({
   denials: Number(r.denials),
   rate_limited: Number(r.rate_limited),
   redactions: Number(r.redactions),
+  cache_hits: Number(r.cache_hits),
+  cache_lookups: Number(r.cache_lookups),
   latency_hist: r.latency_hist.map(Number),
 });
 
@@ -128,11 +136,12 @@ export async function rollUp(db: Db, nowMs: number): Promise<{ watermark: Date; 
     if (upto <= from.getTime()) return { watermark: from, minutes: 0 };
     const to = new Date(upto);
     const raw = rawMinutes(from, to);
-    await sql`insert into alert_rollups (minute, identity_key, source_key, requests, errors, denials, rate_limited, redactions, latency_hist)
-      select minute, identity_key, source_key, requests, errors, denials, rate_limited, redactions, latency_hist from (${raw}) r
+    await sql`insert into alert_rollups (minute, identity_key, source_key, requests, errors, denials, rate_limited, redactions, cache_hits, cache_lookups, latency_hist)
+      select minute, identity_key, source_key, requests, errors, denials, rate_limited, redactions, cache_hits, cache_lookups, latency_hist from (${raw}) r
       on conflict (identity_key, source_key, minute) do update set requests = alert_rollups.requests + excluded.requests,
         errors = alert_rollups.errors + excluded.errors, denials = alert_rollups.denials + excluded.denials,
         rate_limited = alert_rollups.rate_limited + excluded.rate_limited, redactions = alert_rollups.redactions + excluded.redactions,
+        cache_hits = alert_rollups.cache_hits + excluded.cache_hits, cache_lookups = alert_rollups.cache_lookups + excluded.cache_lookups,
         latency_hist = (select array_agg(a + b order by i) from unnest(alert_rollups.latency_hist, excluded.latency_hist) with ordinality as u(a, b, i))`.execute(trx);
     await sql`insert into alert_reach (identity_id, source_id, object, new_since, last_seen)
       select identity_id, source_id, object, min(ts), max(ts) from (
@@ -163,6 +172,8 @@ function add(f: WindowFigures, r: MinuteRow): void {
   f.denials += r.denials;
   f.rate_limited += r.rate_limited;
   f.redactions += r.redactions;
+  f.cache_hits += r.cache_hits;
+  f.cache_lookups += r.cache_lookups;
   for (let i = 0; i < LATENCY_BUCKETS; i++) f.latency_hist[i]! += r.latency_hist[i] ?? 0;
 }
 
@@ -193,7 +204,7 @@ export async function collectFigures(db: Db, queries: readonly FigureQuery[], no
     const pairs = [...keys].map((k) => k.split('\u0000') as [string, string]);
     const keyFilter = pairs.length > 0 ? sql`(identity_key, source_key) in (${sql.join(pairs.map(([i, s]) => sql`(${Number(i)}::int, ${s}::text)`))})` : sql`false`;
     const burstFilter = burstSources.size > 0 ? sql`(identity_key > 0 and source_key = any(${[...burstSources]}::text[]))` : sql`false`;
-    const r = await sql<MinuteRowRaw>`select minute, identity_key, source_key, requests::text, errors::text, denials::text, rate_limited::text, redactions::text, latency_hist::text[]
+    const r = await sql<MinuteRowRaw>`select minute, identity_key, source_key, requests::text, errors::text, denials::text, rate_limited::text, redactions::text, cache_hits::text, cache_lookups::text, latency_hist::text[]
       from alert_rollups where minute >= ${new Date(minStart).toISOString()}::timestamptz and minute < ${new Date(wm).toISOString()}::timestamptz
         and (${keyFilter} or ${burstFilter})`.execute(db);
     return r.rows.map(toRow);
@@ -267,4 +278,54 @@ async function pendingApprovals(db: Db): Promise<Array<{ identity_id: number; so
   const r = await sql<{ identity_id: number; source_id: string; n: string; oldest: Date }>`select p.identity_id, p.source_id, count(*)::text as n, min(p.created_at) as oldest
     from approvals p where p.status = 'pending' group by p.identity_id, p.source_id`.execute(db);
   return r.rows.map((x) => ({ identity_id: x.identity_id, source_id: x.source_id, n: Number(x.n), oldest: x.oldest.getTime() }));
+}
+
+/** One minute of every identity and source: what the console's overview counts and charts. */
+export interface MinuteTotals {
+  minute: number;
+  requests: number;
+  errors: number;
+  denials: number;
+  cache_hits: number;
+  cache_lookups: number;
+}
+
+/**
+ * The per-minute figures of every identity and source over [from, now): the rollups where they cover (from the
+ * first rolled-up minute to the watermark), the raw log through its ts index before the first rollup and after
+ * the watermark. The watermark's minute comes from both (its rolled-up part and the rest) and is summed.
+ */
+export async function minuteTotals(db: Db, fromMs: number, nowMs: number): Promise<MinuteTotals[]> {
+  const from = floorMinute(fromMs);
+  const [wmDate, first] = await Promise.all([readWatermark(db), sql<{ first: Date | null }>`select min(minute) as first from alert_rollups`.execute(db)]);
+  const covered = first.rows[0]?.first?.getTime() ?? null;
+  const wm = wmDate === null || covered === null ? null : Math.min(wmDate.getTime(), nowMs);
+  const allGrain = (a: number, b: number) =>
+    sql<MinuteRowRaw>`select * from (${rawMinutes(new Date(a), new Date(b))}) r where identity_key = ${ALL_IDENTITIES} and source_key = ${ALL_SOURCES}`.execute(db).then((r) => r.rows);
+  const reads: Array<Promise<MinuteRowRaw[]>> = [];
+  if (wm === null || covered === null) reads.push(allGrain(from, nowMs));
+  else {
+    if (from < covered) reads.push(allGrain(from, Math.min(covered, nowMs)));
+    const lo = Math.max(from, covered);
+    if (lo < wm) {
+      reads.push(
+        sql<MinuteRowRaw>`select minute, identity_key, source_key, requests::text, errors::text, denials::text, rate_limited::text, redactions::text, cache_hits::text, cache_lookups::text, latency_hist::text[]
+          from alert_rollups where identity_key = ${ALL_IDENTITIES} and source_key = ${ALL_SOURCES}
+            and minute >= ${new Date(lo).toISOString()}::timestamptz and minute < ${new Date(wm).toISOString()}::timestamptz`.execute(db).then((r) => r.rows),
+      );
+    }
+    reads.push(allGrain(Math.max(wm, from), nowMs));
+  }
+  const byMinute = new Map<number, MinuteTotals>();
+  for (const r of (await Promise.all(reads)).flat().map(toRow)) {
+    const m = r.minute.getTime();
+    const t = byMinute.get(m) ?? { minute: m, requests: 0, errors: 0, denials: 0, cache_hits: 0, cache_lookups: 0 };
+    t.requests += r.requests;
+    t.errors += r.errors;
+    t.denials += r.denials;
+    t.cache_hits += r.cache_hits;
+    t.cache_lookups += r.cache_lookups;
+    byMinute.set(m, t);
+  }
+  return [...byMinute.values()].sort((a, b) => a.minute - b.minute);
 }

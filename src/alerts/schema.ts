@@ -62,6 +62,8 @@ export interface AlertRollupsTable {
   denials: string;
   rate_limited: string;
   redactions: string;
+  cache_hits: Defaulted<string>;
+  cache_lookups: Defaulted<string>;
   latency_hist: string[];
 }
 

@@ -12,7 +12,8 @@ import type { AdminModuleContext } from '../module.js';
 import { demand, pageContext, sendPage, type PageContext } from './context.js';
 import { Field, SelectField, formStateFrom, type FormState } from './forms.js';
 import { Layout } from './layout.js';
-import { Empty, Time, seg } from './ui.js';
+import { DataTable } from './data-table.js';
+import { Time, seg } from './ui.js';
 
 export const AUDIT_PAGE = '/dashboard/audit';
 /** Entries per page unless the address says otherwise (`limit`, up to the search's maximum). */
@@ -133,55 +134,29 @@ async function identityNames(services: AdminModuleContext['services'], ids: Arra
 
 function ResultTable({ page, names }: { page: AuditPage; names: Map<number, string> }): JSX.Element {
   return (
-    <div class="table-wrap">
-      <table class="responsive">
-        <caption class="visually-hidden">Audit entries, newest first</caption>
-        <thead>
-          <tr>
-            <th scope="col">Time</th>
-            <th scope="col">Channel</th>
-            <th scope="col">Identity</th>
-            <th scope="col">Source</th>
-            <th scope="col">Request</th>
-            <th scope="col">Decision</th>
-            <th scope="col">Status</th>
-            <th scope="col">ms</th>
-            <th scope="col">Entry</th>
-          </tr>
-        </thead>
-        <tbody>
-          {page.items.map((e) => (
-            <tr>
-              <td data-label="Time">
-                <Time value={e.ts} />
-              </td>
-              <td data-label="Channel" safe>
-                {e.channel}
-              </td>
-              <td data-label="Identity">
-                <IdentityCell id={e.identity_id} names={names} />
-              </td>
-              <td data-label="Source">
-                <code safe>{e.source_id ?? ''}</code>
-              </td>
-              <td data-label="Request">
-                <code safe>{requestSummary(e)}</code>
-              </td>
-              <td data-label="Decision">
-                <DecisionBadge decision={e.decision} />
-              </td>
-              <td data-label="Status">{e.status}</td>
-              <td data-label="ms">{Math.round(e.duration_ms)}</td>
-              <td data-label="Entry">
-                <a href={`${AUDIT_PAGE}/${seg(e.id)}`} aria-label={`Entry ${e.id}`}>
-                  View
-                </a>
-              </td>
-            </tr>
-          ))}
-        </tbody>
-      </table>
-    </div>
+    <DataTable
+      rows={page.items}
+      caption="Audit entries, newest first"
+      empty="No audit entries match these filters."
+      columns={[
+        { label: 'Time', cell: (e) => <Time value={e.ts} /> },
+        { label: 'Channel', text: (e) => e.channel },
+        { label: 'Identity', cell: (e) => <IdentityCell id={e.identity_id} names={names} /> },
+        { label: 'Source', cell: (e) => <code safe>{e.source_id ?? ''}</code> },
+        { label: 'Request', cell: (e) => <code safe>{requestSummary(e)}</code> },
+        { label: 'Decision', cell: (e) => <DecisionBadge decision={e.decision} /> },
+        { label: 'Status', text: (e) => e.status },
+        { label: 'ms', text: (e) => Math.round(e.duration_ms) },
+        {
+          label: 'Entry',
+          cell: (e) => (
+            <a href={`${AUDIT_PAGE}/${seg(e.id)}`} aria-label={`Entry ${e.id}`}>
+              View
+            </a>
+          ),
+        },
+      ]}
+    />
   );
 }
 
@@ -381,13 +356,7 @@ function explorer(ctx: PageContext, form: FormState, page: AuditPage | null, nam
               Export NDJSON
             </a>
           </div>
-          {page.items.length === 0 ? (
-            <Empty>
-              <span>No audit entries match these filters.</span>
-            </Empty>
-          ) : (
-            <ResultTable page={page} names={names} />
-          )}
+          <ResultTable page={page} names={names} />
           <nav aria-label="Pages" class="pager">
             {values.cursor ? <a href={auditHref(filterValues)}>Newest entries</a> : ''}
             {page.next_cursor ? (

@@ -17,10 +17,14 @@ export interface LayoutProps {
   crumbs?: Crumb[];
   /** Buttons or links shown beside the page heading (already permission-filtered by the page). */
   actions?: JSX.Element;
+  /** Vendored scripts this page needs besides htmx and console.js (loaded before console.js, which draws with them). */
+  scripts?: ReadonlyArray<'uPlot.min.js'>;
   children?: JSX.Element | JSX.Element[];
 }
 
-function Head({ title }: { title: string }): JSX.Element {
+const SCRIPT_STYLES: Record<string, string> = { 'uPlot.min.js': 'uPlot.min.css' };
+
+function Head({ title, scripts = [] }: { title: string; scripts?: ReadonlyArray<'uPlot.min.js'> }): JSX.Element {
   return (
     <head>
       <meta charset="utf-8" />
@@ -31,7 +35,11 @@ function Head({ title }: { title: string }): JSX.Element {
       <meta name="htmx-config" content='{"includeIndicatorStyles":false,"allowEval":false,"allowScriptTags":false}' />
       <title safe>{title} · Gatehouse</title>
       <link rel="stylesheet" href={assetUrl('console.css')} />
+      {scripts.map((name) => (SCRIPT_STYLES[name] ? <link rel="stylesheet" href={assetUrl(SCRIPT_STYLES[name])} /> : ''))}
       <script src={assetUrl('htmx.min.js')} defer></script>
+      {scripts.map((name) => (
+        <script src={assetUrl(name)} defer></script>
+      ))}
       <script src={assetUrl('console.js')} defer></script>
     </head>
   );
@@ -88,13 +96,13 @@ function Breadcrumbs({ crumbs }: { crumbs: Crumb[] }): JSX.Element {
   );
 }
 
-export function Layout({ ctx, title, crumbs, actions, children }: LayoutProps): JSX.Element {
+export function Layout({ ctx, title, crumbs, actions, scripts, children }: LayoutProps): JSX.Element {
   const admin = ctx.admin;
   const current = currentEntry(ctx.path);
   const nav = admin && !admin.mustChangePassword ? visibleNav(ctx.can) : [];
   return (
     <html lang="en" data-theme={ctx.theme}>
-      <Head title={title} />
+      <Head title={title} scripts={scripts ?? []} />
       <body>
         <a class="skip-link" href="#main">
           Skip to content

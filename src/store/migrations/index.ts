@@ -9,6 +9,7 @@ import { alerts } from './0008_alerts.js';
 import { catalog } from './0009_catalog.js';
 import { ingestion } from './0010_ingestion.js';
 import { catalogRenames } from './0013_catalog_renames.js';
+import { consoleOverview } from './0014_console_overview.js';
 
 /** Every migration, keyed by its sortable name; Kysely applies them in key order. Append only. */
 export const migrations: Readonly<Record<string, Migration>> = Object.freeze({
@@ -21,4 +22,5 @@ export const migrations: Readonly<Record<string, Migration>> = Object.freeze({
   '0009_catalog': catalog,
   '0010_ingestion': ingestion,
   '0013_catalog_renames': catalogRenames,
+  '0014_console_overview': consoleOverview,
 });
