@@ -1,4 +1,4 @@
-// The `gatehouse` CLI: start [--role R], migrate, config check. Exit codes: 0 ok, 1 runtime failure, 2 configuration problem, 64 usage error.
+// The `gatehouse` CLI: start [--role R], migrate, config check, admin reset-password, audit verify. Exit codes: 0 ok, 1 runtime failure, 2 configuration problem, 3 audit verification found a break, 64 usage error.
 import './runtime/v8-flags.js';
 import { existsSync } from 'node:fs';
 import path from 'node:path';
@@ -15,6 +15,8 @@ const runtime = () => import('./runtime/services.js');
 const EXIT_RUNTIME = 1;
 const EXIT_CONFIG = 2;
 const EXIT_USAGE = 64;
+/** `audit verify` found an edited, inserted or deleted row or a broken seal chain. */
+const EXIT_TAMPERED = 3;
 
 const USAGE = `Usage: gatehouse <command>
 
@@ -23,6 +25,7 @@ Commands:
   migrate                                             apply pending control-store migrations and exit
   config check                                        validate the configuration and print it with secrets masked
   admin reset-password <username>                     set an admin's password, read from standard input (one line)
+  audit verify --from <ISO-8601> --to <ISO-8601>      check the audit log's seal chains over [from, to); exit 3 on a break
 
 Configuration: defaults, then YAML from SERVICE_CONFIG_PATH (else ./config.yaml or ./config.yml),
 then SERVICE_* environment variables (double underscore nests: SERVICE_GATEWAY__HTTP_PORT).
@@ -168,6 +171,33 @@ async function resetPassword(username: string | undefined): Promise<void> {
   }
 }
 
+/** Checks the seal chains over [from, to) and prints the report (JSON) on stdout; exit 3 when a break was found. */
+async function auditVerify(fromArg: string | undefined, toArg: string | undefined): Promise<void> {
+  const from = fromArg === undefined ? Number.NaN : Date.parse(fromArg);
+  const to = toArg === undefined ? Number.NaN : Date.parse(toArg);
+  if (Number.isNaN(from) || Number.isNaN(to) || from >= to) {
+    say('gatehouse: audit verify needs --from and --to, ISO-8601 timestamps with from before to');
+    process.exit(EXIT_USAGE);
+  }
+  const loaded = loadOrExit();
+  const log = loggerFor(loaded, 'cli');
+  const { openStore } = await runtime();
+  const { verifyAudit } = await import('./audit/verify.js');
+  const store = await openStore(loaded.config, log);
+  try {
+    const report = await verifyAudit(store.db, { from: new Date(from), to: new Date(to) });
+    process.stdout.write(`${JSON.stringify(report, null, 2)}\n`);
+    say(
+      report.ok
+        ? `gatehouse: audit log intact over [${report.from}, ${report.to}): ${report.rows_checked} rows, ${report.seals_checked} seals, ${report.chains} chains`
+        : `gatehouse: audit log NOT intact over [${report.from}, ${report.to}): ${report.problems.length} problem(s), first: ${JSON.stringify(report.problems[0])}`,
+    );
+    if (!report.ok) process.exitCode = EXIT_TAMPERED;
+  } finally {
+    await store.close();
+  }
+}
+
 function version(): string {
   const require = createRequire(import.meta.url);
   return (require('../package.json') as { version: string }).version;
@@ -179,7 +209,7 @@ async function main(argv: string[]): Promise<void> {
     parsed = parseArgs({
       args: argv,
       allowPositionals: true,
-      options: { role: { type: 'string' }, help: { type: 'boolean', short: 'h' }, version: { type: 'boolean', short: 'v' } },
+      options: { role: { type: 'string' }, from: { type: 'string' }, to: { type: 'string' }, help: { type: 'boolean', short: 'h' }, version: { type: 'boolean', short: 'v' } },
     });
   } catch (err) {
     say(`gatehouse: ${(err as Error).message}`);
@@ -194,6 +224,10 @@ async function main(argv: string[]): Promise<void> {
     say('gatehouse: --role applies to start only');
     process.exit(EXIT_USAGE);
   }
+  if ((values.from !== undefined || values.to !== undefined) && command !== 'audit verify') {
+    say('gatehouse: --from and --to apply to audit verify only');
+    process.exit(EXIT_USAGE);
+  }
   switch (command) {
     case 'start':
       return start(values.role);
@@ -205,6 +239,8 @@ async function main(argv: string[]): Promise<void> {
     }
     case 'config check':
       return configCheck();
+    case 'audit verify':
+      return auditVerify(values.from, values.to);
     default:
       if (positionals[0] === 'admin' && positionals[1] === 'reset-password' && positionals.length <= 3) return resetPassword(positionals[2]);
       say(`gatehouse: unknown command "${command}"`);

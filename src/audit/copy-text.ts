@@ -1,5 +1,5 @@
 // COPY text-format encoding of audit batches: one line per entry, the columns of AUDIT_FIELDS in order, escaped exactly as PostgreSQL reads them back.
-import { AUDIT_FIELDS, storableJson, type AuditEntry } from './entry.js';
+import { AUDIT_FIELDS, canonicalJson, type AuditEntry } from './entry.js';
 
 /**
  * The statement the encoded batch is streamed into: the partitioned parent, every column named, text format
@@ -91,49 +91,66 @@ function intArray(a: readonly number[]): string {
 }
 
 /**
- * jsonb: the JSON text the insert path would send (storableJson: JSON.stringify, with NUL and lone surrogates, which
- * jsonb refuses as escapes, replaced), then text-escaped (its own escapes are backslashes).
+ * jsonb: canonical JSON (keys sorted at every level: canonicalJson, with NUL and lone surrogates, which jsonb refuses as
+ * escapes, replaced), then text-escaped (its own escapes are backslashes). jsonb keeps no key order, so the sorted text
+ * is also what an entry read back encodes to: the row's seal digest covers it (seal.ts).
  */
 function jsonOrNull(v: unknown): string {
   if (v === null || v === undefined) return NULL;
-  const json = storableJson(v);
+  const json = canonicalJson(v);
   return json === undefined ? NULL : text(json);
 }
 
 /**
- * The COPY text of a batch. Numbers print with String(), the same shortest round-trip form JSON.stringify gives the
- * insert path, so both paths hand PostgreSQL the same digits. One template per row, fields in AUDIT_FIELDS order
- * (test/audit/copy.test.ts checks the order against the statement and the stored rows against the insert path).
+ * One entry's COPY text line, newline included: the row's canonical text. Numbers print with String(), the same
+ * shortest round-trip form JSON.stringify gives the insert path, so both paths hand PostgreSQL the same digits, and an
+ * entry read back from PostgreSQL encodes to the same line (the seal verifier relies on it). Fields in AUDIT_FIELDS
+ * order (test/audit/copy.test.ts checks the order against the statement and the stored rows against the insert path).
  */
+export function auditCopyLine(e: AuditEntry): string {
+  return (
+    `${text(e.id)}\t${text(e.ts)}\t${text(e.request_id)}\t${text(e.channel)}\t${intOrNull(e.identity_id)}\t` +
+    `${intOrNull(e.admin_user_id)}\t${textOrNull(e.source_id)}\t${textOrNull(e.operation)}\t${textOrNull(e.method)}\t` +
+    `${textOrNull(e.path)}\t${textOrNull(e.sql_fingerprint)}\t${textOrNull(e.sql_normalized)}\t${textArray(e.tables)}\t` +
+    `${text(e.decision)}\t${textArray(e.reasons)}\t${intArray(e.policy_ids)}\t${intOrNull(e.approval_id)}\t${e.status}\t` +
+    `${intOrNull(e.upstream_status)}\t${textOrNull(e.cache)}\t${e.redactions}\t${e.bytes_in}\t${e.bytes_out}\t` +
+    `${e.duration_ms}\t${textOrNull(e.client_ip)}\t${textOrNull(e.action)}\t${jsonOrNull(e.target)}\t` +
+    `${jsonOrNull(e.changes)}\t${textOrNull(e.error_code)}\n`
+  );
+}
+
+/** The COPY text of a batch: its entries' lines. */
 export function auditCopyText(entries: readonly AuditEntry[]): string {
   let out = '';
-  for (let i = 0; i < entries.length; i++) {
-    const e = entries[i]!;
-    out +=
-      `${text(e.id)}\t${text(e.ts)}\t${text(e.request_id)}\t${text(e.channel)}\t${intOrNull(e.identity_id)}\t` +
-      `${intOrNull(e.admin_user_id)}\t${textOrNull(e.source_id)}\t${textOrNull(e.operation)}\t${textOrNull(e.method)}\t` +
-      `${textOrNull(e.path)}\t${textOrNull(e.sql_fingerprint)}\t${textOrNull(e.sql_normalized)}\t${textArray(e.tables)}\t` +
-      `${text(e.decision)}\t${textArray(e.reasons)}\t${intArray(e.policy_ids)}\t${intOrNull(e.approval_id)}\t${e.status}\t` +
-      `${intOrNull(e.upstream_status)}\t${textOrNull(e.cache)}\t${e.redactions}\t${e.bytes_in}\t${e.bytes_out}\t` +
-      `${e.duration_ms}\t${textOrNull(e.client_ip)}\t${textOrNull(e.action)}\t${jsonOrNull(e.target)}\t` +
-      `${jsonOrNull(e.changes)}\t${textOrNull(e.error_code)}\n`;
-  }
+  for (let i = 0; i < entries.length; i++) out += auditCopyLine(entries[i]!);
   return out;
 }
 
 /** U+FFFD in UTF-8: what encoding turns a lone surrogate into. */
 const REPLACEMENT_CHARACTER = Buffer.from([0xef, 0xbf, 0xbd]);
 
+/** A batch ready for COPY: its rows' lines (the seal's canonical texts) and the UTF-8 bytes of their concatenation. */
+export interface AuditCopyBatch {
+  lines: string[];
+  bytes: Buffer;
+}
+
 /**
- * The COPY data of a batch as UTF-8 bytes, or null when COPY cannot carry the batch unchanged: a lone surrogate would
- * be stored as U+FFFD (where the insert path's JSON escape of it is refused), and a NUL has no escape in the text
- * format. Such a batch is left to the insert path, so PostgreSQL judges it exactly as before. The checks search the
- * bytes natively (encoding flattens the string once anyway); the exact surrogate check runs only when a U+FFFD shows.
+ * The COPY data of a batch as UTF-8 bytes with its lines, or null when COPY cannot carry the batch unchanged: a lone
+ * surrogate would be stored as U+FFFD (where the insert path's JSON escape of it is refused), and a NUL has no escape in
+ * the text format. Such a batch is left to the insert path, so PostgreSQL judges it exactly as before. The checks search
+ * the bytes natively (encoding flattens the string once anyway); the exact surrogate check runs only when a U+FFFD shows.
  */
-export function auditCopyData(entries: readonly AuditEntry[]): Buffer | null {
-  const text = auditCopyText(entries);
+export function auditCopyBatch(entries: readonly AuditEntry[]): AuditCopyBatch | null {
+  const lines = entries.map(auditCopyLine);
+  const text = lines.join('');
   const bytes = Buffer.from(text, 'utf8');
   if (bytes.includes(0)) return null;
   if (bytes.includes(REPLACEMENT_CHARACTER) && !text.isWellFormed()) return null;
-  return bytes;
+  return { lines, bytes };
+}
+
+/** The COPY data of a batch as UTF-8 bytes, or null when COPY cannot carry it unchanged (auditCopyBatch). */
+export function auditCopyData(entries: readonly AuditEntry[]): Buffer | null {
+  return auditCopyBatch(entries)?.bytes ?? null;
 }

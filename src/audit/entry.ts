@@ -1,5 +1,6 @@
 // The canonical audit entry (DESIGN §6, spec §6.4): one typed record for every channel, its validation, id generation and secret masking.
 import { MASK, maskUrlCredentials } from '../config/secrets.js';
+import { stringify as stableStringify } from 'safe-stable-stringify';
 import { uuidv7 } from '../util/uuidv7.js';
 
 export const AUDIT_CHANNELS = ['http', 'pgwire', 'mcp', 'admin'] as const;
@@ -242,6 +243,11 @@ export function storableEntry(e: AuditEntry): AuditEntry {
 /** The escapes JSON.stringify gives a NUL (`\u0000`) or a lone surrogate (`\ud800`–`\udfff`). */
 const UNSTORABLE_JSON_ESCAPE = /\\u(?:0000|d[89a-f])/i;
 
+/** JSON text holding the escape of a NUL or a lone surrogate (an escaped backslash before `u` matches too: harmless). */
+export function hasUnstorableEscape(json: string): boolean {
+  return UNSTORABLE_JSON_ESCAPE.test(json);
+}
+
 /**
  * JSON text PostgreSQL accepts as json/jsonb: JSON.stringify, serialized again with NUL and lone surrogates replaced
  * only when its text shows their escapes (an escaped backslash before `u` matches too; re-serializing a clean value
@@ -250,6 +256,15 @@ const UNSTORABLE_JSON_ESCAPE = /\\u(?:0000|d[89a-f])/i;
 export function storableJson(value: unknown): string | undefined {
   const json = JSON.stringify(value);
   return json !== undefined && UNSTORABLE_JSON_ESCAPE.test(json) ? JSON.stringify(storableValue(value, 0)) : json;
+}
+
+/**
+ * storableJson with object keys sorted at every level (safe-stable-stringify): the one text a jsonb value has whatever
+ * order its keys were written or read back in, so a row's canonical text (copy-text.ts) survives the round trip.
+ */
+export function canonicalJson(value: unknown): string | undefined {
+  const json = stableStringify(value);
+  return json !== undefined && UNSTORABLE_JSON_ESCAPE.test(json) ? stableStringify(storableValue(value, 0)) : json;
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -2,9 +2,10 @@
 import { sql } from 'kysely';
 import type { Kysely } from 'kysely';
 import type { CopyIn } from '../store/copy.js';
-import { AUDIT_COPY_STATEMENT, auditCopyData } from './copy-text.js';
-import { AUDIT_FIELDS, storableEntry, storableJson, type AuditEntry } from './entry.js';
+import { AUDIT_COPY_STATEMENT, auditCopyBatch, auditCopyLine } from './copy-text.js';
+import { AUDIT_FIELDS, hasUnstorableEscape, storableEntry, type AuditEntry } from './entry.js';
 import { ensurePartitionsFor } from './partitions.js';
+import { sealInsertSql, type BatchSeal, type SealChain } from './seal.js';
 
 const COLUMNS = sql.raw(AUDIT_FIELDS.join(', '));
 
@@ -25,20 +26,37 @@ function isUniqueViolation(error: unknown): boolean {
  * `ON CONFLICT (id, ts) DO NOTHING` makes retries and spool replays idempotent (the primary key
  * includes ts because a partitioned table's unique keys must include the partition key; an entry
  * keeps its ts for life). A month without a partition (maintenance late) is created and retried once.
- * Returns the number of rows newly stored.
+ * With `chain`, the batch is sealed (seal.ts) and its seal inserted by the same statement; an entry stored before
+ * is claimed by both seals, with the same digest. Returns the number of rows newly stored.
  */
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
-export async function insertAuditEntries(db: Kysely<any>, entries: readonly AuditEntry[]): Promise<number> {
-  if (entries.length === 0) return 0;
+export async function insertAuditEntries(db: Kysely<any>, entries: readonly AuditEntry[], chain?: SealChain): Promise<number> {
+  return (await insertSealed(db, entries, chain)).stored;
+}
+
+/** insertAuditEntries, answering the seal it stored too. */
+// eslint-disable-next-line @typescript-eslint/no-explicit-any
+export async function insertSealed(db: Kysely<any>, entries: readonly AuditEntry[], chain: SealChain | undefined, sealed?: BatchSeal): Promise<{ stored: number; seal: BatchSeal | null }> {
+  if (entries.length === 0) return { stored: 0, seal: null };
   // json_populate_recordset refuses the \u escapes of NUL and lone surrogates for text and jsonb: such a batch is
   // stored with those characters replaced.
-  const json = storableJson(entries)!;
-  return withPartitionsFor(db, entries, async () => {
-    const result = await sql`insert into audit_entries (${COLUMNS})
-      select ${COLUMNS} from json_populate_recordset(null::audit_entries, ${json}::json)
-      on conflict (id, ts) do nothing`.execute(db);
+  const plain = JSON.stringify(entries);
+  const storable = hasUnstorableEscape(plain) ? entries.map(storableEntry) : entries;
+  const json = storable === entries ? plain : JSON.stringify(storable);
+  let seal = sealed ?? null;
+  if (chain && seal === null) seal = chain.seal(storable, storable.map(auditCopyLine));
+  const stored = await withPartitionsFor(db, entries, async () => {
+    const rows = sql`select ${COLUMNS} from json_populate_recordset(null::audit_entries, ${json}::json)`;
+    const result = seal
+      ? await sql`with seal as (
+            insert into audit_seals (writer_id, seq, prev_seq, prev_hash, hash, row_count, min_ts, max_ts, ids, digests)
+            values (${seal.writer_id}::uuid, ${seal.seq}, ${seal.prev_seq}, ${seal.prev_hash}, ${seal.hash}, ${seal.row_count},
+                    ${seal.min_ts}::timestamptz, ${seal.max_ts}::timestamptz, ${`{${seal.ids.join(',')}}`}::uuid[], ${seal.digests}))
+          insert into audit_entries (${COLUMNS}) ${rows} on conflict (id, ts) do nothing`.execute(db)
+      : await sql`insert into audit_entries (${COLUMNS}) ${rows} on conflict (id, ts) do nothing`.execute(db);
     return Number(result.numAffectedRows ?? 0);
   });
+  return { stored, seal };
 }
 
 /** Runs `store`; when a month of the batch has no partition yet (maintenance late), creates it and runs `store` once more. */
@@ -59,27 +77,40 @@ async function withPartitionsFor(db: Kysely<any>, entries: readonly AuditEntry[]
  * - a unique violation (23505: the batch was stored before, by an attempt that timed out after its commit) sends the
  *   whole batch through insertAuditEntries, whose ON CONFLICT stores just the missing entries;
  * - a month without a partition (23514) creates the partitions and copies once more, as the insert path does;
- * - a batch whose text COPY cannot carry unchanged (auditCopyData answers null: a NUL or a lone surrogate) is stored with
+ * - a batch whose text COPY cannot carry unchanged (auditCopyBatch answers null: a NUL or a lone surrogate) is stored with
  *   those characters replaced by U+FFFD (storableEntry), as the insert path does;
  * - any other error propagates (the writer then spools the batch).
+ * With `chain`, the batch's seal is inserted in the same simple query as the COPY (one implicit transaction, no extra
+ * round trip; docs/decisions/0024), and every fallback above stores the same seal.
  * `timeoutMs` bounds each COPY: one not answered in time has its connection destroyed (store/copy.ts).
- * Returns the number of rows newly stored.
+ * Returns the number of rows newly stored and the seal stored with them.
  */
-// eslint-disable-next-line @typescript-eslint/no-explicit-any
-export async function copyAuditEntries(db: Kysely<any>, copyIn: CopyIn, entries: readonly AuditEntry[], timeoutMs: number): Promise<number> {
-  if (entries.length === 0) return 0;
+export async function copyAuditEntries(
+  // eslint-disable-next-line @typescript-eslint/no-explicit-any
+  db: Kysely<any>, copyIn: CopyIn, entries: readonly AuditEntry[], timeoutMs: number, chain?: SealChain,
+): Promise<number> {
+  return (await copySealed(db, copyIn, entries, timeoutMs, chain)).stored;
+}
+
+export async function copySealed(
+  // eslint-disable-next-line @typescript-eslint/no-explicit-any
+  db: Kysely<any>, copyIn: CopyIn, entries: readonly AuditEntry[], timeoutMs: number, chain: SealChain | undefined,
+): Promise<{ stored: number; seal: BatchSeal | null }> {
+  if (entries.length === 0) return { stored: 0, seal: null };
   // A batch COPY cannot carry unchanged holds a NUL or a lone surrogate: it is stored with them replaced.
-  let data = auditCopyData(entries);
-  if (data === null) {
+  let batch = auditCopyBatch(entries);
+  if (batch === null) {
     entries = entries.map(storableEntry);
-    data = auditCopyData(entries);
-    if (data === null) return insertAuditEntries(db, entries);
+    batch = auditCopyBatch(entries);
+    if (batch === null) return insertSealed(db, entries, chain);
   }
-  const copyData = data;
+  const seal = chain ? chain.seal(entries, batch.lines) : null;
+  const statement = seal ? `${AUDIT_COPY_STATEMENT}; ${sealInsertSql(seal)}` : AUDIT_COPY_STATEMENT;
+  const data = batch.bytes;
   try {
-    return await withPartitionsFor(db, entries, () => copyIn(AUDIT_COPY_STATEMENT, copyData, timeoutMs));
+    return { stored: await withPartitionsFor(db, entries, () => copyIn(statement, data, timeoutMs)), seal };
   } catch (error) {
-    if (isUniqueViolation(error)) return insertAuditEntries(db, entries);
+    if (isUniqueViolation(error)) return insertSealed(db, entries, chain, seal ?? undefined);
     throw error;
   }
 }

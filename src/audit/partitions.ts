@@ -1,21 +1,40 @@
-// Monthly partitions of audit_entries: create the current and next months ahead, drop months past retention (run by the worker).
+// Partitions of audit_entries: daily ones created ahead, full search indexes built on each partition once it is closed, and partitions past retention dropped (run by the worker).
 import { sql } from 'kysely';
 import type { Kysely } from 'kysely';
 
-const PARTITION_RE = /^audit_entries_p(\d{4})(\d{2})$/;
+/** Daily partitions (since docs/decisions/0024) and the monthly ones migrations 0002–0016 created. */
+const PARTITION_RE = /^audit_entries_p(\d{4})(\d{2})(\d{2})?$/;
+const DAY_MS = 86_400_000;
 
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
 type AnyDb = Kysely<any>;
 
 export interface PartitionMaintenanceOptions {
+  /** Days created ahead of today (config audit.partitions.months_ahead; partitions are daily since 0024). */
   monthsAhead: number;
   retentionDays: number;
   now?: Date;
+  /**
+   * Indexes built on a partition without them: CREATE INDEX CONCURRENTLY (writes go on) on PostgreSQL, a plain build
+   * on the embedded store, whose single connection has no concurrent writer to spare. Default: concurrently.
+   */
+  concurrently?: boolean;
 }
 
 export interface PartitionMaintenanceResult {
   created: string[];
   dropped: string[];
+  /** Indexes built on closed partitions (and parent indexes attached), by name. */
+  indexed: string[];
+}
+
+export interface AuditPartition {
+  name: string;
+  /** Inclusive lower bound. */
+  from: Date;
+  /** Exclusive upper bound. */
+  to: Date;
+  kind: 'day' | 'month';
 }
 
 /** First instant of the UTC month `offset` months after the month of `d`. */
@@ -23,72 +42,190 @@ export function monthStart(d: Date, offset = 0): Date {
   return new Date(Date.UTC(d.getUTCFullYear(), d.getUTCMonth() + offset, 1));
 }
 
-export function partitionName(month: Date): string {
-  return `audit_entries_p${month.getUTCFullYear()}${String(month.getUTCMonth() + 1).padStart(2, '0')}`;
+/** First instant of the UTC day `offset` days after the day of `d`. */
+export function dayStart(d: Date, offset = 0): Date {
+  return new Date(Date.UTC(d.getUTCFullYear(), d.getUTCMonth(), d.getUTCDate() + offset));
 }
 
-/** Partition names of audit_entries that follow our naming, with their month. */
-export async function listPartitions(db: AnyDb): Promise<{ name: string; month: Date }[]> {
+const pad2 = (n: number): string => String(n).padStart(2, '0');
+
+/** The name of a legacy monthly partition (migrations before 0024). */
+export function partitionName(month: Date): string {
+  return `audit_entries_p${month.getUTCFullYear()}${pad2(month.getUTCMonth() + 1)}`;
+}
+
+export function dayPartitionName(day: Date): string {
+  return `${partitionName(day)}${pad2(day.getUTCDate())}`;
+}
+
+/** Partitions of audit_entries that follow our naming, with their bounds, oldest first. */
+export async function listPartitions(db: AnyDb): Promise<AuditPartition[]> {
   const result = await sql<{ name: string }>`select c.relname as name from pg_inherits i
       join pg_class c on c.oid = i.inhrelid
      where i.inhparent = 'audit_entries'::regclass
      order by c.relname`.execute(db);
-  const out: { name: string; month: Date }[] = [];
+  const out: AuditPartition[] = [];
   for (const { name } of result.rows) {
     const m = PARTITION_RE.exec(name);
-    if (m) out.push({ name, month: new Date(Date.UTC(Number(m[1]), Number(m[2]) - 1, 1)) });
+    if (!m) continue;
+    const y = Number(m[1]);
+    const mo = Number(m[2]) - 1;
+    if (m[3] === undefined) out.push({ name, from: new Date(Date.UTC(y, mo, 1)), to: new Date(Date.UTC(y, mo + 1, 1)), kind: 'month' });
+    else {
+      const from = new Date(Date.UTC(y, mo, Number(m[3])));
+      out.push({ name, from, to: dayStart(from, 1), kind: 'day' });
+    }
   }
-  return out;
+  return out.sort((a, b) => a.from.getTime() - b.from.getTime());
 }
 
-/** Creates the partition of one month if it does not exist; true when this call created it. */
-export async function createMonthPartition(db: AnyDb, month: Date): Promise<boolean> {
-  const from = monthStart(month);
-  const to = monthStart(month, 1);
-  const name = partitionName(from);
-  const exists = await sql<{ r: string | null }>`select to_regclass(${name}) as r`.execute(db);
-  if (exists.rows[0]?.r) return false;
+async function exists(db: AnyDb, name: string): Promise<boolean> {
+  const r = await sql<{ r: string | null }>`select to_regclass(${name}) as r`.execute(db);
+  return Boolean(r.rows[0]?.r);
+}
+
+/**
+ * Creates the partition of one UTC day unless a partition already holds that day (its own, or the legacy monthly
+ * partition of its month); true when this call created it. The new partition gets the parent's indexes only: the
+ * hot-path set of docs/decisions/0024 (primary key, time order, the partial decision index, the BRIN filters).
+ */
+export async function createDayPartition(db: AnyDb, day: Date): Promise<boolean> {
+  const from = dayStart(day);
+  const to = dayStart(day, 1);
+  const name = dayPartitionName(from);
+  if ((await exists(db, name)) || (await exists(db, partitionName(from)))) return false;
   try {
     // Identifiers and bounds come from Date arithmetic, never from input.
     await sql`create table if not exists ${sql.id(name)} partition of audit_entries
       for values from (${sql.lit(from.toISOString())}) to (${sql.lit(to.toISOString())})`.execute(db);
     return true;
   } catch (error) {
-    // Another worker created it between the check and the statement.
+    // Another worker created it between the check and the statement (42P07), or a partition overlapping it (42P17).
     const code = (error as { code?: unknown }).code;
-    if (code === '42P07' || code === '23505') return false;
+    if (code === '42P07' || code === '23505' || code === '42P17') return false;
     throw error;
   }
 }
 
 /** Creates the partitions that rows with these timestamps need (the writer's fallback when maintenance is late). */
 export async function ensurePartitionsFor(db: AnyDb, dates: readonly Date[]): Promise<void> {
-  const months = new Map<string, Date>();
-  for (const d of dates) months.set(partitionName(monthStart(d)), monthStart(d));
-  for (const month of months.values()) await createMonthPartition(db, month);
+  const days = new Map<number, Date>();
+  for (const d of dates) days.set(dayStart(d).getTime(), dayStart(d));
+  for (const day of days.values()) await createDayPartition(db, day);
 }
 
 /**
- * Idempotent: creates the current month and `monthsAhead` following months, and drops partitions
- * whose whole month ended more than `retentionDays` ago. Partitions not named by this module are
- * left alone.
+ * The search indexes a partition gets once closed (docs/decisions/0024): each common filter with the page order, so a
+ * filtered newest page reads only its own rows. The hot partition goes without them: they are most of a row's insert
+ * cost (five random-position B-tree inserts), and its searches use the time index and the BRIN filters instead.
+ */
+export const CLOSED_PARTITION_INDEXES: readonly { suffix: string; definition: string }[] = [
+  { suffix: 'identity_idx', definition: '(identity_id, ts desc, id desc)' },
+  { suffix: 'source_idx', definition: '(source_id, ts desc, id desc)' },
+  { suffix: 'channel_idx', definition: '(channel, ts desc, id desc)' },
+  { suffix: 'request_idx', definition: '(request_id)' },
+  { suffix: 'approval_idx', definition: '(approval_id) where approval_id is not null' },
+];
+
+/** A partition is closed once no row can still arrive for it in the ordinary course: its range ended (legacy monthly partitions always count, see 0024). */
+function closed(p: AuditPartition, now: Date): boolean {
+  return p.kind === 'month' || p.to.getTime() <= now.getTime();
+}
+
+/** Names of the valid indexes of a table; an index left invalid by an interrupted concurrent build is dropped first. */
+async function indexesOf(db: AnyDb, table: string, concurrently: boolean): Promise<Set<string>> {
+  const r = await sql<{ name: string; valid: boolean }>`select c.relname as name, i.indisvalid as valid
+      from pg_index i join pg_class c on c.oid = i.indexrelid where i.indrelid = ${table}::regclass`.execute(db);
+  const valid = new Set<string>();
+  for (const row of r.rows) {
+    if (row.valid) valid.add(row.name);
+    else if (concurrently) await sql`drop index concurrently if exists ${sql.id(row.name)}`.execute(db);
+    else await sql`drop index if exists ${sql.id(row.name)}`.execute(db);
+  }
+  return valid;
+}
+
+/**
+ * Parent indexes created `on only audit_entries` by migration 0017: every partition created since has them (PostgreSQL
+ * clones a parent's indexes into each new partition), older partitions get them here, built concurrently and then
+ * attached, after which the parent index is valid.
+ */
+async function unattachedParentIndexes(db: AnyDb, partition: string): Promise<{ parent: string; definition: string }[]> {
+  const r = await sql<{ parent: string; definition: string }>`
+    select pc.relname as parent, pg_get_indexdef(pi.indexrelid) as definition
+      from pg_index pi join pg_class pc on pc.oid = pi.indexrelid
+     where pi.indrelid = 'audit_entries'::regclass and not pi.indisvalid
+       and not exists (select 1 from pg_inherits h join pg_index ci on ci.indexrelid = h.inhrelid
+                        where h.inhparent = pi.indexrelid and ci.indrelid = ${partition}::regclass)`.execute(db);
+  return r.rows;
+}
+
+/** Builds what a partition lacks: the parent's hot-path indexes (attached) and, once closed, the full search indexes. */
+async function indexPartition(db: AnyDb, p: AuditPartition, now: Date, concurrently: boolean): Promise<string[]> {
+  const built: string[] = [];
+  const have = await indexesOf(db, p.name, concurrently);
+  const create = async (name: string, tail: string): Promise<void> => {
+    const how = concurrently ? sql.raw('create index concurrently if not exists') : sql.raw('create index if not exists');
+    await sql`${how} ${sql.id(name)} on ${sql.id(p.name)} ${sql.raw(tail)}`.execute(db);
+    built.push(name);
+  };
+  for (const { parent, definition } of await unattachedParentIndexes(db, p.name)) {
+    // "CREATE INDEX parent ON ONLY public.audit_entries USING …": the same definition, on this partition.
+    const tail = definition.replace(/^CREATE (UNIQUE )?INDEX \S+ ON ONLY \S+ /, '');
+    const name = `${p.name}_${parent.replace(/^audit_entries_/, '')}`;
+    if (!have.has(name)) await create(name, tail);
+    await sql`alter index ${sql.id(parent)} attach partition ${sql.id(name)}`.execute(db);
+  }
+  if (closed(p, now)) {
+    for (const { suffix, definition } of CLOSED_PARTITION_INDEXES) {
+      const name = `${p.name}_${suffix}`;
+      if (!have.has(name)) await create(name, definition);
+    }
+  }
+  return built;
+}
+
+/**
+ * Seals of batches whose rows all lie before `before` (their partitions were dropped) are deleted; the newest deleted
+ * seal of each writer stays as that chain's anchor (audit_seal_anchors), so the verifier still checks the next seal's
+ * link instead of reporting the retention cut as a deleted batch.
+ */
+async function forgetSeals(db: AnyDb, before: Date): Promise<void> {
+  const at = before.toISOString();
+  await sql`insert into audit_seal_anchors (writer_id, seq, hash)
+      select distinct on (writer_id) writer_id, seq, hash from audit_seals
+       where max_ts < ${at}::timestamptz order by writer_id, seq desc
+    on conflict (writer_id) do update set seq = excluded.seq, hash = excluded.hash where audit_seal_anchors.seq < excluded.seq`.execute(db);
+  await sql`delete from audit_seals where max_ts < ${at}::timestamptz`.execute(db);
+}
+
+/**
+ * Idempotent: creates today's partition and `monthsAhead` days ahead, builds the indexes closed partitions lack (and
+ * the parent's, attached, on partitions older than migration 0017), and drops partitions whose whole range ended more
+ * than `retentionDays` ago, with the seals of batches entirely in them. Partitions not named by this module are left
+ * alone. Index builds on PostgreSQL are concurrent: writes into the partition are never blocked.
  */
 export async function maintainPartitions(db: AnyDb, opts: PartitionMaintenanceOptions): Promise<PartitionMaintenanceResult> {
   if (!Number.isInteger(opts.monthsAhead) || opts.monthsAhead < 0) throw new TypeError('monthsAhead must be a non-negative integer');
   if (!Number.isInteger(opts.retentionDays) || opts.retentionDays < 1) throw new TypeError('retentionDays must be a positive integer');
   const now = opts.now ?? new Date();
+  const concurrently = opts.concurrently ?? true;
   const created: string[] = [];
   for (let i = 0; i <= opts.monthsAhead; i++) {
-    const month = monthStart(now, i);
-    if (await createMonthPartition(db, month)) created.push(partitionName(month));
+    const day = dayStart(now, i);
+    if (await createDayPartition(db, day)) created.push(dayPartitionName(day));
   }
-  const cutoff = now.getTime() - opts.retentionDays * 86_400_000;
+  const cutoff = now.getTime() - opts.retentionDays * DAY_MS;
   const dropped: string[] = [];
+  const indexed: string[] = [];
   for (const p of await listPartitions(db)) {
-    if (monthStart(p.month, 1).getTime() <= cutoff) {
+    if (p.to.getTime() <= cutoff) {
       await sql`drop table if exists ${sql.id(p.name)}`.execute(db);
       dropped.push(p.name);
+    } else {
+      indexed.push(...(await indexPartition(db, p, now, concurrently)));
     }
   }
-  return { created, dropped };
+  if (dropped.length > 0) await forgetSeals(db, (await listPartitions(db))[0]?.from ?? new Date(cutoff));
+  return { created, dropped, indexed };
 }

@@ -6,7 +6,8 @@ import type { Config } from '../config/schema.js';
 import { GatehouseError } from '../errors/registry.js';
 import type { AuditLogger } from './context.js';
 import { assertValidEntry, type AuditEntry } from './entry.js';
-import { copyAuditEntries, insertAuditEntries } from './insert.js';
+import { copySealed, insertSealed } from './insert.js';
+import { SealChains, type BatchSeal, type SealChain } from './seal.js';
 import type { CopyIn } from '../store/copy.js';
 import type { AuditHealth, AuditPort, AuditStats } from './port.js';
 import { AuditSpool, SpoolLockedError } from './spool.js';
@@ -56,6 +57,8 @@ export class AuditWriter implements AuditPort {
   readonly #onInsert: ((seconds: number, ok: boolean) => void) | undefined;
   readonly #strictConcurrency: number;
   readonly #flushConcurrency: number;
+  /** Every stored batch is sealed on a chain of its own while in flight (docs/decisions/0024). */
+  readonly #chains = new SealChains();
 
   #pgUp = true;
   #lastPgError: string | null = null;
@@ -308,9 +311,9 @@ export class AuditWriter implements AuditPort {
    * insert anyway. Replays are off the request path, where COPY's saving matters.
    */
   async #insert(entries: AuditEntry[]): Promise<void> {
-    const work = this.#copyIn
-      ? copyAuditEntries(this.#db, this.#copyIn, entries, this.#insertTimeoutMs)
-      : insertAuditEntries(this.#db, entries);
+    const work = this.#sealed((chain) =>
+      this.#copyIn ? copySealed(this.#db, this.#copyIn, entries, this.#insertTimeoutMs, chain) : insertSealed(this.#db, entries, chain),
+    );
     if (this.#onInsert === undefined) return void (await this.#bounded(work));
     const started = performance.now();
     let ok = false;
@@ -323,7 +326,22 @@ export class AuditWriter implements AuditPort {
   }
 
   async #replayInsert(entries: AuditEntry[]): Promise<void> {
-    await this.#bounded(insertAuditEntries(this.#db, entries));
+    await this.#bounded(this.#sealed((chain) => insertSealed(this.#db, entries, chain)));
+  }
+
+  /**
+   * Runs one store attempt on a seal chain of its own; the chain learns the seal only once it is stored, so the next
+   * seal links to the last stored one. The chain is free again when the attempt settles, even after the deadline.
+   */
+  async #sealed(store: (chain: SealChain) => Promise<{ stored: number; seal: BatchSeal | null }>): Promise<number> {
+    const chain = this.#chains.take();
+    try {
+      const { stored, seal } = await store(chain);
+      if (seal) chain.stored(seal);
+      return stored;
+    } finally {
+      this.#chains.release(chain);
+    }
   }
 
   /** A store attempt not answered within insertTimeoutMs counts as failed (a hung COPY also destroys its own connection). */

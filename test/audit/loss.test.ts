@@ -2,6 +2,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { sql } from 'kysely';
 import { AuditWriter } from '../../src/audit/writer.js';
+import { verifyAudit } from '../../src/audit/verify.js';
 import { withMigratedStore, type MigratedStore, TEST_PG_HOST, TEST_PG_PORT } from '../support/pg.js';
 import { auditConfig, kyselyVia, makeEntry, recordingLogger, sleep, TcpProxy, tempSpoolDir, waitFor } from './support.js';
 
@@ -42,6 +43,7 @@ describe('audit loss test: PostgreSQL unreachable partway', () => {
         insertTimeoutMs: 2_000,
       });
       await writer.start();
+      const startedAt = new Date();
       const N = 1_500;
       const group = 25;
       const prefix = `loss-${mode}-`;
@@ -68,6 +70,10 @@ describe('audit loss test: PostgreSQL unreachable partway', () => {
         await spool.remove();
       }
       expect(await counts(prefix)).toEqual({ total: N, distinct: N });
+      // Failed attempts, spooled batches and their replays leave intact seal chains (docs/decisions/0024).
+      const report = await verifyAudit(migrated.store.db, { from: startedAt, to: new Date(Date.now() + 1_000) });
+      expect(report.problems).toEqual([]);
+      expect(report.rows_checked).toBeGreaterThanOrEqual(N);
     });
   }
 });

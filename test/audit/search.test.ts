@@ -22,32 +22,35 @@ afterAll(async () => {
 });
 
 describe('partitions', () => {
-  it('the migration creates the current month and the months ahead', async () => {
+  it('the migration creates today and the days ahead (daily partitions, docs/decisions/0024)', async () => {
     const names = (await listPartitions(db)).map((p) => p.name);
     const now = new Date();
-    expect(names).toContain(`audit_entries_p${now.getUTCFullYear()}${String(now.getUTCMonth() + 1).padStart(2, '0')}`);
+    expect(names).toContain(`audit_entries_p${now.getUTCFullYear()}${String(now.getUTCMonth() + 1).padStart(2, '0')}${String(now.getUTCDate()).padStart(2, '0')}`);
     expect(names.length).toBeGreaterThanOrEqual(4);
   });
 
-  it('creates months ahead idempotently, drops whole months past retention, and inserts auto-create a missing month', async () => {
+  it('creates days ahead idempotently, drops whole days past retention, and inserts auto-create a missing day', async () => {
     const now = new Date('2030-06-15T12:00:00.000Z');
     const first = await maintainPartitions(db, { monthsAhead: 2, retentionDays: 36_500, now });
-    expect(first.created).toEqual(['audit_entries_p203006', 'audit_entries_p203007', 'audit_entries_p203008']);
+    expect(first.created).toEqual(['audit_entries_p20300615', 'audit_entries_p20300616', 'audit_entries_p20300617']);
     expect((await maintainPartitions(db, { monthsAhead: 2, retentionDays: 36_500, now })).created).toEqual([]);
 
-    // A month nobody created ahead: the insert creates its partition and succeeds.
+    // A day nobody created ahead: the insert creates its partition and succeeds.
     await insertAuditEntries(db, [makeEntry({ ts: '2031-02-03T04:05:06.789Z', request_id: 'part-auto' })]);
-    expect((await listPartitions(db)).map((p) => p.name)).toContain('audit_entries_p203102');
+    expect((await listPartitions(db)).map((p) => p.name)).toContain('audit_entries_p20310203');
 
-    await insertAuditEntries(db, [makeEntry({ ts: '2030-06-20T00:00:00.000Z', request_id: 'part-old' })]);
-    // Cutoff 2031-08-01 − 365 d = 2030-08-01: June and July 2030 ended by then, August did not.
-    const later = await maintainPartitions(db, { monthsAhead: 0, retentionDays: 365, now: new Date('2031-08-01T00:00:00.000Z') });
-    expect(later.dropped).toEqual(expect.arrayContaining(['audit_entries_p203006', 'audit_entries_p203007']));
-    expect(later.dropped).not.toContain('audit_entries_p203008');
+    await insertAuditEntries(db, [makeEntry({ ts: '2030-06-15T20:00:00.000Z', request_id: 'part-old' })]);
+    // Cutoff 2031-06-16T12:00 − 365 d = 2030-06-16T12:00: the 15th ended by then, the 16th did not.
+    const later = await maintainPartitions(db, { monthsAhead: 0, retentionDays: 365, now: new Date('2031-06-16T12:00:00.000Z') });
+    expect(later.dropped).toContain('audit_entries_p20300615');
+    expect(later.dropped).not.toContain('audit_entries_p20300616');
     const left = (await listPartitions(db)).map((p) => p.name);
-    expect(left).toEqual(expect.arrayContaining(['audit_entries_p203008', 'audit_entries_p203102', 'audit_entries_p203108']));
+    expect(left).toEqual(expect.arrayContaining(['audit_entries_p20300616', 'audit_entries_p20310203', 'audit_entries_p20310616']));
     expect((await searchAudit(db, { request_id: 'part-old' })).items).toEqual([]);
-    // Put the current months back for the search tests below.
+    // Closed partitions got their search indexes; the open one (the 16th of June 2031) did not.
+    expect(later.indexed).toEqual(expect.arrayContaining(['audit_entries_p20310203_identity_idx', 'audit_entries_p20300616_request_idx']));
+    expect(later.indexed.some((n) => n.startsWith('audit_entries_p20310616_'))).toBe(false);
+    // Put the current days back for the search tests below.
     await maintainPartitions(db, { monthsAhead: 1, retentionDays: 36_500 });
   });
 });
