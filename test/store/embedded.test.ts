@@ -49,7 +49,8 @@ describe('embedded PGlite control store', () => {
     expect(await tables(store)).toEqual(expect.arrayContaining(FOUNDATION_TABLES));
     expect(await migrationStatus(store.db)).toEqual({ atHead: true, applied: all, pending: [], unknown: [] });
     expect(await readFile(`${dataDir}.lock`, 'utf8')).toBe(String(process.pid));
-  });
+    // PGlite's first start runs initdb in WebAssembly: ≈ 30 s alone on the shared 2-core machine under load.
+  }, 120_000);
 
   it('migrates down to zero and back up', async () => {
     const db = store!.db;
