@@ -2,7 +2,8 @@
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { OWNER_PASSWORD, startWorld, type World } from '../support/world.js';
-import { ConsoleClient, fieldError, inputValue } from './support/pages.js';
+import type { ConsoleClient} from './support/pages.js';
+import { fieldError, inputValue, ownerAndViewer } from './support/pages.js';
 
 let world: World;
 let owner: ConsoleClient;
@@ -11,10 +12,7 @@ const BASE = '/dashboard/access-control/identities';
 
 beforeAll(async () => {
   world = await startWorld();
-  owner = await ConsoleClient.signIn(world.svc.adminUrl, 'admin', OWNER_PASSWORD);
-  const made = await world.admin('POST', '/api/admins', { username: 'viewer1', password: 'viewer-password-0001', roles: ['viewer'], must_change_password: false });
-  expect(made.status, made.text).toBe(201);
-  viewer = await ConsoleClient.signIn(world.svc.adminUrl, 'viewer1', 'viewer-password-0001');
+  ({ owner, viewer } = await ownerAndViewer(world, OWNER_PASSWORD));
 });
 
 afterAll(async () => {

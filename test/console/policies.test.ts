@@ -1,7 +1,8 @@
 // Policy pages and the spec's policy form endpoints (spec §2 "Form-built policies", "Policy import …", "Policy dry run"; §4): form-encoded bodies with the spec's defaults, pages for a browser and JSON for `Accept: application/json`, 422 at the fields with values kept, CSRF, raw JSON editing, import preview/apply/compat, the dry-run trace, and a viewer without buttons who is refused anyway.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { OWNER_PASSWORD, startWorld, type World } from '../support/world.js';
-import { ConsoleClient, fieldError, inputValue } from './support/pages.js';
+import type { ConsoleClient} from './support/pages.js';
+import { fieldError, inputValue, ownerAndViewer } from './support/pages.js';
 
 let world: World;
 let owner: ConsoleClient;
@@ -19,10 +20,7 @@ const byName = async (name: string) => (await policies()).find((p) => p.name ===
 
 beforeAll(async () => {
   world = await startWorld();
-  owner = await ConsoleClient.signIn(world.svc.adminUrl, 'admin', OWNER_PASSWORD);
-  const made = await world.admin('POST', '/api/admins', { username: 'viewer1', password: 'viewer-password-0001', roles: ['viewer'], must_change_password: false });
-  expect(made.status, made.text).toBe(201);
-  viewer = await ConsoleClient.signIn(world.svc.adminUrl, 'viewer1', 'viewer-password-0001');
+  ({ owner, viewer } = await ownerAndViewer(world, OWNER_PASSWORD));
   await world.httpSource('crm', 'http://127.0.0.1:9/');
 });
 

@@ -23,11 +23,12 @@ import { hashPassword, passwordProblems } from './passwords.js';
 import { generateAdminToken, hashAdminToken } from './tokens.js';
 import { auditOf } from './routes.js';
 
-const username = z.string().min(1).max(128).regex(/^[A-Za-z0-9._@+-]+$/, 'Use letters, digits and . _ @ + - only');
+/** An admin's username (the console's admin forms check the same rule). */
+export const adminUsername = z.string().min(1).max(128).regex(/^[A-Za-z0-9._@+-]+$/, 'Use letters, digits and . _ @ + - only');
 const roles = z.array(z.enum(adminRoles)).max(adminRoles.length);
 
 const adminCreate = z.strictObject({
-  username,
+  username: adminUsername,
   password: z.string().min(1).max(1024),
   roles,
   enabled: z.boolean().default(true),
@@ -36,7 +37,7 @@ const adminCreate = z.strictObject({
 });
 
 const adminUpdate = z.strictObject({
-  username: username.optional(),
+  username: adminUsername.optional(),
   roles: roles.optional(),
   enabled: z.boolean().optional(),
   password: z.string().min(1).max(1024).optional(),

@@ -11,7 +11,7 @@ import { demand, pageContext, sendPage, type PageContext } from './context.js';
 import { checkbox, choice, ConsoleForm, emptyForm, Field, CheckboxField, SelectField, optionalText, registerConsoleForm, requiredText, type FormState } from './forms.js';
 import { Layout } from './layout.js';
 import { DataTable } from './data-table.js';
-import { EnabledBadge, PostButton, Time, pageId, seg, splitList } from './ui.js';
+import { EnabledBadge, PostButton, ShownOnce, Time, pageId, seg, splitList } from './ui.js';
 
 const BASE = '/dashboard/access-control/identities';
 const crumbs = (...more: Array<{ label: string; href?: string }>) => [{ label: 'Identities', href: BASE }, ...more];
@@ -70,25 +70,6 @@ function EditForm({ ctx, form, id }: { ctx: PageContext; form: FormState; id: nu
       <Field form={form} name="pg_username" label="PostgreSQL user name" maxlength={63} />
       <Field form={form} name="mapped_pg_role" label="Mapped PostgreSQL role" maxlength={63} />
     </ConsoleForm>
-  );
-}
-
-function KeyOnce({ title, keyValue, name }: { title: string; keyValue: string; name: string }): JSX.Element {
-  return (
-    <div class="panel">
-      <p class="success" role="status" safe>
-        {title}
-      </p>
-      <p>
-        The API key of <strong safe>{name}</strong> is shown <strong>this once</strong>; Gatehouse keeps only a digest. Copy it now.
-      </p>
-      <p class="secret" id="new-key" safe>
-        {keyValue}
-      </p>
-      <button type="button" class="button secondary small" data-copy-target="new-key" hidden>
-        Copy key
-      </button>
-    </div>
   );
 }
 
@@ -160,7 +141,7 @@ export function registerIdentityPages({ app, api, services }: AdminModuleContext
       return (
         <Layout ctx={ctx} title="Identity created" crumbs={crumbs({ label: created.name, href: `${BASE}/${created.id}` }, { label: 'Created' })}>
           {created.api_key ? (
-            <KeyOnce title={`Identity ${created.name} created.`} keyValue={created.api_key} name={created.name} />
+            <ShownOnce title={`Identity ${created.name} created.`} secret={created.api_key} what={`The API key of ${created.name}`} />
           ) : (
             <p class="success" role="status" safe>
               Identity {created.name} created with the key you supplied.
@@ -327,7 +308,7 @@ export function registerIdentityPages({ app, api, services }: AdminModuleContext
       const name = row?.name ?? String(id);
       return (
         <Layout ctx={ctx} title="Key rotated" crumbs={crumbs({ label: name, href: `${BASE}/${id}` }, { label: 'Key rotated' })}>
-          <KeyOnce title="The old key no longer works." keyValue={rotated.api_key} name={name} />
+          <ShownOnce title="The old key no longer works." secret={rotated.api_key} what={`The API key of ${name}`} />
           <p>
             <a class="button" href={`${BASE}/${id}`}>
               Back to the identity

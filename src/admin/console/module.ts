@@ -6,6 +6,7 @@ import { registerThemeRoute } from './theme.js';
 import { registerIdentityPages } from './identities.js';
 import { registerDataSourcePages } from './data-sources.js';
 import { registerApprovalPages } from './approvals.js';
+import { registerAdminPages } from './admins.js';
 import { registerAuditPages } from './audit.js';
 
 export const consoleModule: AdminModule = (ctx) => {
@@ -16,5 +17,6 @@ export const consoleModule: AdminModule = (ctx) => {
   registerIdentityPages(ctx);
   registerDataSourcePages(ctx);
   registerApprovalPages(ctx);
+  registerAdminPages(ctx);
   registerAuditPages(ctx);
 };

@@ -22,6 +22,8 @@ export const navEntries: NavEntry[] = [
   { href: '/dashboard/policies', label: 'Policies', permission: 'policies:read', order: 55 },
   { href: '/dashboard/ingestion/jobs', label: 'Ingestion', permission: 'jobs:read', order: 70 },
   { href: '/dashboard/catalog/naming-report', label: 'Naming report', permission: 'catalog:read', order: 55 },
+  { href: '/dashboard/admins', label: 'Admins', permission: 'admins:read', order: 90 },
+  { href: '/dashboard/account', label: 'Account', permission: null, order: 95 },
 ];
 
 /** The entries an admin may see, in menu order. */

@@ -1,4 +1,4 @@
-// Small shared pieces of console pages: times, state badges, one-button POST forms, empty states, id parsing.
+// Small shared pieces of console pages: times, state badges, one-button POST forms, secrets shown once, empty states, id parsing.
 import type { PageContext } from './context.js';
 import { CsrfField, Hidden } from './layout.js';
 import { GatehouseError } from '../../errors/registry.js';
@@ -57,4 +57,24 @@ export function splitList(value: string): string[] {
 /** A URL path segment from a value (ids and source ids in links). */
 export function seg(value: string | number): string {
   return encodeURIComponent(String(value));
+}
+
+/** A secret shown this once (a generated agent key, an admin API token): Gatehouse keeps only a digest. */
+export function ShownOnce({ title, secret, what }: { title: string; secret: string; what: string }): JSX.Element {
+  return (
+    <div class="panel">
+      <p class="success" role="status" safe>
+        {title}
+      </p>
+      <p>
+        <span safe>{what}</span> is shown <strong>this once</strong>; Gatehouse keeps only a digest. Copy it now.
+      </p>
+      <p class="secret" id="new-key" safe>
+        {secret}
+      </p>
+      <button type="button" class="button secondary small" data-copy-target="new-key" hidden>
+        Copy
+      </button>
+    </div>
+  );
 }

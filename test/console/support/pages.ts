@@ -38,3 +38,11 @@ export function inputValue(html: string, name: string): string | null {
   const m = new RegExp(`<input id="f-${name}" name="${name}"[^>]* value="([^"]*)"`).exec(html);
   return m ? m[1]! : null;
 }
+
+/** The world's owner and a new viewer, both signed in as browsers (the viewer's username and password given). */
+export async function ownerAndViewer(world: { svc: { adminUrl: string }; admin(method: string, path: string, json?: unknown): Promise<Answer> }, ownerPassword: string, viewer = { username: 'viewer1', password: 'viewer-password-0001' }): Promise<{ owner: ConsoleClient; viewer: ConsoleClient }> {
+  const owner = await ConsoleClient.signIn(world.svc.adminUrl, 'admin', ownerPassword);
+  const made = await world.admin('POST', '/api/admins', { username: viewer.username, password: viewer.password, roles: ['viewer'], must_change_password: false });
+  if (made.status !== 201) throw new Error(`creating ${viewer.username}: ${made.status} ${made.text}`);
+  return { owner, viewer: await ConsoleClient.signIn(world.svc.adminUrl, viewer.username, viewer.password) };
+}
