@@ -77,8 +77,14 @@ function merged(statements: readonly StatementColumns[], columnsIn: readonly str
   return m;
 }
 
-function apply(req: GovernedRequest, structure: SourceStructure, rules: ColumnRules): void {
+/** The structure as the statement's session resolves unqualified names (its search_path; docs/pgwire.md "search_path"). */
+function sessionStructure(req: GovernedRequest, loaded: SourceStructure): SourceStructure {
+  return req.action.kind === 'sql' ? loaded.forPath(req.action.searchPath) : loaded;
+}
+
+function apply(req: GovernedRequest, loaded: SourceStructure, rules: ColumnRules): void {
   const action = req.action as { sql: string };
+  const structure = sessionStructure(req, loaded);
   const statements = analyzeCached(action.sql, structure);
   if (statements === null) throw new GatehouseError('forbidden', 'The statement could not be resolved to the columns it reads.');
   const m = merged(statements, req.columns, req.tables);
@@ -97,7 +103,7 @@ const STALE_RELATION_RELOAD_MS = 5_000;
 
 /** True when the statement names a relation the structure does not hold (CTE names are not relations: the analysis tells). */
 function lacksRelation(req: GovernedRequest, structure: SourceStructure): boolean {
-  const statements = analyzeCached((req.action as { sql: string }).sql, structure);
+  const statements = analyzeCached((req.action as { sql: string }).sql, sessionStructure(req, structure));
   return statements !== null && statements.some((s) => s.unresolved.some((u) => u.startsWith('relation ')));
 }
 

@@ -9,6 +9,7 @@ import type { StructureProvider } from '../governance/sql/structure.js';
 import type { ColumnAnalysis } from '../governance/sql/result-columns.js';
 import type { PiiScanner } from '../governance/pii/index.js';
 import type { CallTrust } from '../governance/sql/source-calls.js';
+import type { PathResolution } from '../governance/sql/search-path.js';
 import type { RiskAssessment, TableEffect, WriteEstimate, WriteRiskThresholds } from '../governance/risk.js';
 import type { CheckedProxyPath } from '../governance/http-path.js';
 import type { RateLimiter } from '../ratelimit/limiter.js';
@@ -37,6 +38,12 @@ export type GovernedAction =
        * session reset (the wire relay, docs/pgwire.md "Session resets"); elsewhere a reset is refused.
        */
       readonly reappliesSessionState?: true;
+      /**
+       * Set by a front door that tracks the session's search_path (the wire relay): it may change the path, and its
+       * statements are governed under `searchPath` (null: the governed default path). Elsewhere a change is refused.
+       */
+      readonly tracksSearchPath?: true;
+      readonly searchPath?: PathResolution | null;
     };
 
 /** How the identity is established: a bearer credential to verify, or an identity the front door already authenticated (the wire listener at login). */

@@ -31,7 +31,7 @@ export const validateInput: Stage = {
       req.operation = a.method === 'GET' ? 'read' : 'write';
       return;
     }
-    const classified = deps.sql.classify(a.sql);
+    const classified = deps.sql.classify(a.sql, a.searchPath ?? null);
     if (!classified.ok) {
       // Unparseable SQL is denied, never guessed (docs/governance/sql.md).
       req.audit.addReason(classified.error.code);
@@ -54,24 +54,27 @@ export const validateInput: Stage = {
 /** Traps refused outright on every SQL front door, whatever the grants: they would change what later statements mean or who runs them. */
 const SESSION_ESCAPE_TRAPS: ReadonlyMap<string, string> = new Map([
   ['role_change', 'Changing the session role or authorization is not allowed through the gateway.'],
-  ['search_path_change', 'Changing search_path is not allowed through the gateway.'],
+  ['search_path_change', 'This change of search_path is not allowed through the gateway: its value, or whether it runs, cannot be known before it runs (use SET search_path or SELECT set_config(\'search_path\', \'<constant>\', <constant>) on its own).'],
   // The gateway governs statements as UTF8 text; PostgreSQL must read the same bytes the same way.
   ['encoding_change', 'Changing client_encoding is not allowed through the gateway: it speaks UTF8 only.'],
   ['string_syntax_change', 'Turning standard_conforming_strings off is not allowed through the gateway.'],
 ]);
 
+const SEARCH_PATH_UNTRACKED = 'Changing search_path is only allowed on a wire session, which governs its later statements under the new path.';
+
 /** Step 1b (SQL): statements that could escape governance for the rest of the session (docs/pgwire.md, "Session escapes"). */
 export const refuseSessionEscapes: Stage = {
   name: 'session_escape',
   run(req) {
-    const trap = req.sql?.traps.find((t) => SESSION_ESCAPE_TRAPS.has(t));
+    const tracksPath = req.action.kind === 'sql' && req.action.tracksSearchPath === true;
+    const trap = req.sql?.traps.find((t) => SESSION_ESCAPE_TRAPS.has(t) || (t === 'search_path_set' && !tracksPath));
     if (trap === undefined) {
       if (!req.sql?.traps.includes('session_reset') || (req.action.kind === 'sql' && req.action.reappliesSessionState === true)) return;
       req.audit.addReason('session_reset refused');
       throw new GatehouseError('forbidden', 'Session resets (DISCARD ALL, RESET ALL, RESET ROLE …) are only allowed on a wire session, which restores the governed session state after them.');
     }
     req.audit.addReason(`${trap} refused`);
-    throw new GatehouseError('forbidden', SESSION_ESCAPE_TRAPS.get(trap));
+    throw new GatehouseError('forbidden', SESSION_ESCAPE_TRAPS.get(trap) ?? SEARCH_PATH_UNTRACKED);
   },
 };
 

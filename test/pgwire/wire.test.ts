@@ -95,7 +95,7 @@ describe('node-postgres (extended protocol)', () => {
       for (const sql of ['with d as (delete from customers returning *) select * from d', "select nextval('counter_seq')", "copy customers to program 'cat'"]) {
         expect((await sqlError(c.query(sql))).code, sql).toBe('42501');
       }
-      for (const sql of ['SET ROLE postgres', 'SET search_path = pg_temp', 'SET ROLE "NONE"', 'SET SESSION AUTHORIZATION postgres']) {
+      for (const sql of ['SET ROLE postgres', "select set_config('search_path', 'pg_temp', false) where true", 'SET ROLE "NONE"', 'SET SESSION AUTHORIZATION postgres']) {
         expect((await sqlError(w.query(sql))).code, sql).toBe('42501');
       }
       expect((await sqlError(c.query('selec nonsense'))).code).toBe('42601');

@@ -13,6 +13,7 @@ import type { Db } from '../../store/repos/util.js';
 import { UpstreamSqlError } from '../../connectors/postgres-exec.js';
 import type { ErrorFields } from './protocol.js';
 import type { CallTrust } from '../../governance/sql/source-calls.js';
+import type { PathResolution } from '../../governance/sql/search-path.js';
 
 /**
  * The SQLSTATE of "approval required": an implementation-defined class (classes starting with 5–9 or I–Z are
@@ -109,7 +110,7 @@ export class DecisionMemo {
       if (p.lookupSource(req.sourceId) !== m.source || p.policies() !== m.policies) return false;
       // A decision made against a source structure holds only while that structure is the current one (DDL, TTL).
       const analysis = m.fields.columnAnalysis;
-      if (analysis !== undefined && p.structures.current(m.source) !== analysis.structure) return false;
+      if (analysis !== undefined && p.structures.current(m.source) !== analysis.structure.base) return false;
       // Classifications and drift protection the decision used must still be the catalog's current ones (docs/catalog.md).
       if (m.fields.catalog !== undefined && p.catalog?.current(req.sourceId) !== m.fields.catalog) return false;
       if ((await p.roleContext(identity, req.sourceId)) !== m.roleContext) return false;
@@ -175,6 +176,7 @@ export async function decideStatement(
   params: readonly unknown[],
   stages: readonly Stage[],
   memo: DecisionMemo | null = null,
+  searchPath: PathResolution | null = null,
 ): Promise<StatementDecision> {
   const audit = d.auditor.begin({ channel: 'pgwire', request_id: d.nextRequestId(), client_ip: d.clientIp, source_id: d.sourceId, bytes_in: Buffer.byteLength(sql) });
   const req: GovernedRequest = {
@@ -183,11 +185,13 @@ export async function decideStatement(
     clientIp: d.clientIp,
     sourceId: d.sourceId,
     credential: { kind: 'authenticated', identity },
-    action: { kind: 'sql', sql, params, reappliesSessionState: true },
+    action: { kind: 'sql', sql, params, reappliesSessionState: true, tracksSearchPath: true, searchPath },
     audit,
   };
   const memoize = memo !== null && MEMO_ENABLED;
-  if (memoize && (await memo.reuse(req, identity, sql))) return { kind: 'allow', req };
+  // A decision holds for the search_path it was made under: the same text names other tables under another path.
+  const key = searchPath === null ? sql : `${searchPath.key}\u0000${sql}`;
+  if (memoize && (await memo.reuse(req, identity, key))) return { kind: 'allow', req };
   const from = memoize ? memo.begin() : 0;
   let outcome: StageOutcome | undefined;
   try {
@@ -211,7 +215,7 @@ export async function decideStatement(
       },
     };
   }
-  if (memoize && stages === WIRE_EXECUTE_STAGES) memo.remember(req, identity, sql, from);
+  if (memoize && stages === WIRE_EXECUTE_STAGES) memo.remember(req, identity, key, from);
   return { kind: 'allow', req };
 }
 

@@ -502,6 +502,7 @@ class WireConnection {
       // A reset (RESET ROLE, DISCARD ALL) is followed at once by the role the session runs as: the managed one when set.
       session: { role: managedRole ?? identity.mapped_pg_role ?? null, settings: settings.settings },
       userName: this.#user,
+      currentUser: managedRole ?? identity.mapped_pg_role ?? upstream.params.get('session_authorization') ?? null,
     });
     this.#state = 'ready';
     this.#socket.write(Buffer.concat(out));

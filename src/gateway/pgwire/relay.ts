@@ -40,6 +40,8 @@ import { FUNCTION_CALL_RESPONSE, functionCallResponse, functionLookupSql, govern
 import { auditColumns, changesStructure, errorMayQuoteRedacted, provenanceRedaction, withheldErrorFields, withheldNoticeFields } from '../../pipeline/columns.js';
 import type { StatementColumns } from '../../governance/sql/provenance.js';
 import { CopyOutStream, TEXT_LIKE_OIDS, binaryRefusal, copyOutTarget, describeMessages, relationColumns, type CopyColumns, type CopyOutStatement, type CopyStep } from './copy-plan.js';
+import { SessionSearchPath } from './search-path.js';
+import { pathResolution, type PathEffect, type SearchPath } from '../../governance/sql/search-path.js';
 import { DecisionMemo, WIRE_EXECUTE_STAGES, WIRE_PARSE_STAGES, decideStatement, endRecorded, recheckColumns, type StatementDecision, type WireDecider } from './decide.js';
 
 
@@ -91,6 +93,8 @@ interface Portal {
   described: boolean;
   /** The upstream's RowDescription of the portal, kept to plan redaction of its rows. */
   description?: Buffer;
+  /** The search_paths the session may have been under at Bind: PostgreSQL plans the portal's names then. */
+  paths: readonly SearchPath[];
 }
 
 /** Statement kinds that may reset part of the governed session state (session-reset.ts). */
@@ -162,6 +166,8 @@ export interface RelayDeps {
   session: GovernedSessionState;
   /** The client's wire user name: what ParameterStatus session_authorization says, never the upstream's login user. */
   userName: string;
+  /** current_user of the upstream session (the mapped role, else its login user): what `$user` in search_path names. */
+  currentUser: string | null;
 }
 
 export class WireRelay {
@@ -207,6 +213,8 @@ export class WireRelay {
   #upstreamPaused = false;
   /** Decisions of prepared statements, reused by Parse and Execute while their inputs are unchanged. */
   readonly memo: DecisionMemo;
+  /** The session's search_path as the upstream holds it, and the paths a statement decided now may run under. */
+  readonly #path = new SessionSearchPath();
 
   constructor(private readonly client: net.Socket, private readonly upstream: UpstreamConnection, private readonly deps: RelayDeps) {
     this.memo = new DecisionMemo(deps.decider.pipeline);
@@ -374,6 +382,7 @@ export class WireRelay {
   }
 
   async #handle(frame: Frame): Promise<void> {
+    if (this.#pending.length === 0 && this.#batch.length === 0) this.#path.settle();
     if (this.#failed && frame.type !== Frontend.Sync) return;
     switch (frame.type) {
       case Frontend.Query:
@@ -453,9 +462,24 @@ export class WireRelay {
     return { req, plan: null, portal, rows: 0, redactions: 0, bytesOut: 0, limitHit: false, ended: false };
   }
 
-  async #decide(sql: string, params: readonly unknown[], stages: typeof WIRE_EXECUTE_STAGES, memo: DecisionMemo | null): Promise<StatementDecision> {
+  /**
+   * Decides one statement under every search_path the session may be under when it runs (search-path.ts): `paths`
+   * for a portal (planned at its Bind), else what the session's path may be now. SQL `EXECUTE` of a statement
+   * PREPAREd under another path is refused: PostgreSQL would analyse it again under this one.
+   */
+  async #decide(sql: string, params: readonly unknown[], stages: typeof WIRE_EXECUTE_STAGES, memo: DecisionMemo | null, paths?: readonly SearchPath[]): Promise<StatementDecision> {
     const identity = await this.deps.identity();
-    return decideStatement(this.deps.decider, identity, sql, params, stages, memo);
+    const resolution = pathResolution(paths ?? this.#path.possible(), this.deps.currentUser);
+    const decision = await decideStatement(this.deps.decider, identity, sql, params, stages, memo, resolution);
+    if (decision.kind !== 'allow') return decision;
+    for (const e of effectsOf(decision.req)) {
+      if (e.kind !== 'execute' || this.#path.executable(e.name, resolution?.key ?? '')) continue;
+      const error = { sqlstate: '42501', message: `prepared statement "${e.name}" was prepared under another search_path (or may have been); PREPARE it again under this one` };
+      decision.req.audit.addReason('search_path: prepared under another search_path');
+      const recorded = endRecorded(this.deps.decider, decision.req.audit, { status: 403, decision: 'deny', error_code: 'forbidden' });
+      return { kind: 'refused', req: decision.req, error, recorded };
+    }
+    return decision;
   }
 
   async #query(sql: string): Promise<void> {
@@ -469,7 +493,12 @@ export class WireRelay {
     // Decide every statement first: if any is refused or queued, none runs (docs/pgwire.md).
     const decisions: StatementDecision[] = [];
     // Simple-protocol texts carry their literals, so they seldom repeat: no memo.
-    for (const text of texts) decisions.push(await this.#decide(text, [], WIRE_EXECUTE_STAGES, null));
+    for (const text of texts) {
+      const d = await this.#decide(text, [], WIRE_EXECUTE_STAGES, null);
+      decisions.push(d);
+      // The statements behind it are decided under what it may set (if none is refused, all of them are sent).
+      if (d.kind === 'allow') this.#path.decided(effectsOf(d.req));
+    }
     const refusal = decisions.find((d) => d.kind !== 'allow');
     if (refusal) {
       for (const d of decisions) {
@@ -593,7 +622,7 @@ export class WireRelay {
       this.#refuseExtended({ sqlstate: '26000', message: `prepared statement "${bind.statement}" does not exist` });
       return;
     }
-    const undo = this.#rename(this.#portals, bind.portal, { sql, params: bind.params, described: false });
+    const undo = this.#rename(this.#portals, bind.portal, { sql, params: bind.params, described: false, paths: this.#path.possible() });
     this.#pending.push({ kind: 'simple1', expect: Backend.BindComplete, undo });
     this.#batch.push(frame.raw);
   }
@@ -610,12 +639,13 @@ export class WireRelay {
       this.#batch.push(frame.raw);
       return;
     }
-    const decision = await this.#decide(portal.sql, portal.params, WIRE_EXECUTE_STAGES, this.memo);
+    const decision = await this.#decide(portal.sql, portal.params, WIRE_EXECUTE_STAGES, this.memo, unionPaths(portal.paths, this.#path.possible()));
     if (decision.kind !== 'allow') {
       this.#track(decision.recorded);
       this.#refuseExtended(decision.error);
       return;
     }
+    this.#path.decided(effectsOf(decision.req));
     if (decision.req.sql?.statements.some((st) => st.kind === 'copy') && copyOutTarget(portal.sql).kind !== 'none') {
       // Its columns are learnt with a round trip of the gateway's own, which needs a Sync: the simple protocol has one.
       const message = 'COPY … TO STDOUT is governed through the simple query protocol only; send it as a Query';
@@ -926,6 +956,8 @@ export class WireRelay {
   }
 
   #onUpstream(type: number, raw: Buffer, body: Buffer): void {
+    if (type === Backend.ErrorResponse) this.#path.failed();
+    else if (type === Backend.ReadyForQuery) this.#path.ready(body[0]!);
     const head = this.#pending[0];
     if (head?.kind === 'internal' && !ASYNCHRONOUS_TYPES.has(type)) return this.#onInternal(head, type, body);
     if (head?.kind === 'reapply' && !ASYNCHRONOUS_TYPES.has(type)) return this.#onReapply(head, type, body);
@@ -1168,6 +1200,8 @@ export class WireRelay {
     const cut = h?.kind === 'query' && h.cut === true;
     if (cut && run?.req.audit && !run.ended) run.req.audit.addReason('pgwire: output withheld, an earlier statement of the same query ended with a gateway error');
     if (run?.copy) run.redactions = run.copy.redactions;
+    // PostgreSQL completed it: what it did to the session's path holds (whatever the gateway tells the client next).
+    if (run?.req.sql) this.#path.completed(effectsOf(run.req), commandTag(raw), pathKey(run.req));
     if (run && run.req.audit && !run.ended) {
       if ((run.plan?.refuseBinary || run.limitHit) && h?.kind === 'query') h.cut = true;
       if (run.plan?.refuseBinary || run.limitHit) this.#gatewayError = true;
@@ -1224,6 +1258,31 @@ export function splitStatements(sql: string, classifier: SqlClassifier): string[
     const end = s.stmt_len ? start + s.stmt_len : bytes.length;
     return bytes.toString('utf8', start, end).trim();
   });
+}
+
+/** What a decided statement does to the session's search_path, transaction and SQL prepared statements. */
+function effectsOf(req: GovernedRequest): PathEffect[] {
+  const out: PathEffect[] = [];
+  for (const st of req.sql?.statements ?? []) if (st.pathEffects) out.push(...st.pathEffects);
+  return out;
+}
+
+/** The key of the search_path a statement was governed under ('' for the default). */
+function pathKey(req: GovernedRequest): string {
+  return req.action.kind === 'sql' ? (req.action.searchPath?.key ?? '') : '';
+}
+
+function unionPaths(a: readonly SearchPath[], b: readonly SearchPath[]): SearchPath[] {
+  const out = [...a];
+  for (const p of b) if (!out.some((q) => q.length === p.length && q.every((s, i) => s === p[i]))) out.push(p);
+  return out;
+}
+
+/** A CommandComplete's tag (`ROLLBACK` for a COMMIT of a failed block); '' for EmptyQueryResponse and PortalSuspended. */
+function commandTag(raw: Buffer): string {
+  if (raw[0] !== Backend.CommandComplete) return '';
+  const end = raw.indexOf(0, 5);
+  return raw.toString('utf8', 5, end < 0 ? raw.length : end);
 }
 
 /** A DECLARE whose query reads redacted columns: its rows are computed later, at FETCH or, held, at COMMIT. */

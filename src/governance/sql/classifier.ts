@@ -12,6 +12,7 @@ import type {
   Operation, SqlClassification, SqlClassified, SqlClassifierOptions, SqlErrorCode, SqlRejected, StatementInfo, TrapCode,
 } from './types.js';
 import { walkStatement } from './walk.js';
+import { changesPath, onlyProvablePathSetters, statementEffects, type PathResolution } from './search-path.js';
 import type { WalkContext } from './walk.js';
 
 const MIB = 1024 * 1024;
@@ -85,24 +86,38 @@ export class SqlClassifier {
    * be shared: the same text returns the same object while it stays cached.
    * @throws SqlParserNotReadyError before initSqlParser() resolved; TypeError for a non-string.
    */
-  classify(sql: string): SqlClassification {
+  classify(sql: string, path: PathResolution | null = null): SqlClassification {
     if (typeof sql !== 'string') throw new TypeError('classify expects the statement text as a string');
     if (sql.length > this.maxLength) return this.tooLong();
-    const hit = this.cache?.get(sql);
+    const key = path === null ? sql : `${path.key}\u0000${sql}`;
+    const hit = this.cache?.get(key);
     if (hit !== undefined) return hit;
     if (!sqlParserReady()) throw new SqlParserNotReadyError();
     // Characters bound bytes from below; count bytes only when multi-byte text could cross the limit.
     if (sql.length * 3 > this.maxLength && Buffer.byteLength(sql, 'utf8') > this.maxLength) return this.tooLong();
-    const result = this.compute(sql);
-    if (this.cache !== null && sql.length <= this.cacheMaxTextLength) this.cache.set(sql, result);
+    const result = this.compute(sql, path);
+    if (this.cache !== null && sql.length <= this.cacheMaxTextLength) this.cache.set(key, result);
     return result;
+  }
+
+  /**
+   * The walks of one statement under a session path (governance/sql/search-path.ts): one per schema an unqualified
+   * name may resolve in, and one in pg_catalog when a schema is searched before it. Their union names every table a
+   * name may reach, so a rule must hold in every schema of the path (docs/pgwire.md "search_path").
+   */
+  private contexts(path: PathResolution | null, pathSetConfig: boolean): WalkContext[] {
+    const base = pathSetConfig ? { ...this.ctx, pathSetConfig } : this.ctx;
+    if (path === null) return [base];
+    const out: WalkContext[] = path.schemas.map((defaultSchema) => ({ ...base, defaultSchema, catalogFirst: path.catalogFirst, qualifyCalls: true }));
+    if (!path.catalogFirst) out.push({ ...base, defaultSchema: 'pg_catalog', catalogFirst: true, qualifyCalls: true });
+    return out;
   }
 
   private tooLong(): SqlRejected {
     return reject('sql_too_long', `statement text exceeds ${this.maxLength} bytes`);
   }
 
-  private compute(sql: string): SqlClassification {
+  private compute(sql: string, path: PathResolution | null): SqlClassification {
     // The parser reads a C string: text after a NUL would be invisible here but not necessarily upstream.
     if (sql.includes('\u0000')) return reject('sql_parse_error', 'statement text contains a NUL character');
     if (blank(sql)) return reject('sql_empty', 'statement text is empty');
@@ -113,24 +128,64 @@ export class SqlClassifier {
 
     const statements: StatementInfo[] = [];
     for (const raw of raws) {
-      const facts = walkStatement(raw.stmt, this.ctx);
-      if (facts === null) return reject('sql_parse_error', `statement is nested deeper than ${this.ctx.maxDepth} parse nodes`);
-      const cls = this.statements.classify(raw.stmt, facts);
-      statements.push(Object.freeze({
-        kind: cls.kind,
-        operation: cls.operation,
-        tables: Object.freeze([...facts.tables]),
-        columns: Object.freeze([...facts.columns]),
-        functions: Object.freeze([...facts.functions]),
-        calls: Object.freeze([...facts.calls.values()].map((c) => Object.freeze(c))),
-        traps: Object.freeze([...cls.traps]),
-        statementTimeouts: Object.freeze([...(cls.statementTimeouts ?? []), ...facts.statementTimeouts]),
-      }));
+      const effects = statementEffects(raw.stmt);
+      let info: StatementInfo | null = null;
+      for (const ctx of this.contexts(path, onlyProvablePathSetters(raw.stmt, effects))) {
+        const facts = walkStatement(raw.stmt, ctx);
+        if (facts === null) return reject('sql_parse_error', `statement is nested deeper than ${this.ctx.maxDepth} parse nodes`);
+        const cls = this.statements.classify(raw.stmt, facts);
+        // search_path: a change the session's path tracking can prove is allowed where a front door tracks it (trap
+        // search_path_set); one it cannot (a set_config it cannot know the value or the running of) stays an escape.
+        const traps: TrapCode[] = cls.traps.filter((t) => t !== 'search_path_change');
+        if (effects === 'unprovable') traps.push('search_path_change');
+        else if (changesPath(effects)) traps.push('search_path_set');
+        info = mergeInfo(info, {
+          kind: cls.kind,
+          operation: cls.operation,
+          tables: [...facts.tables],
+          columns: [...facts.columns],
+          functions: [...facts.functions],
+          calls: [...facts.calls.values()],
+          traps,
+          statementTimeouts: [...(cls.statementTimeouts ?? []), ...facts.statementTimeouts],
+          ...(effects === 'unprovable' || effects.length === 0 ? {} : { pathEffects: effects }),
+        });
+      }
+      statements.push(freezeInfo(info!));
     }
     const fp = fingerprintAndNormalize(sql);
     if (!fp.ok) return reject('sql_parse_error', fp.message);
     return merge(statements, fp.fingerprint, fp.normalized);
   }
+}
+
+/** One statement's walks under several schemas, as one: every table, column and call of any of them, the strongest operation. */
+function mergeInfo(a: StatementInfo | null, b: StatementInfo): StatementInfo {
+  if (a === null) return b;
+  const calls = new Map<string, CallInfo>();
+  for (const c of [...a.calls, ...b.calls]) if (!calls.has(`${c.kind}:${c.name}`)) calls.set(`${c.kind}:${c.name}`, c);
+  return {
+    ...a,
+    operation: OPERATION_RANK[b.operation] > OPERATION_RANK[a.operation] ? b.operation : a.operation,
+    tables: [...new Set([...a.tables, ...b.tables])],
+    columns: [...new Set([...a.columns, ...b.columns])],
+    functions: [...new Set([...a.functions, ...b.functions])],
+    calls: [...calls.values()],
+    traps: [...new Set([...a.traps, ...b.traps])],
+  };
+}
+
+function freezeInfo(s: StatementInfo): StatementInfo {
+  return Object.freeze({
+    ...s,
+    tables: Object.freeze([...s.tables]),
+    columns: Object.freeze([...s.columns]),
+    functions: Object.freeze([...s.functions]),
+    calls: Object.freeze(s.calls.map((c) => Object.freeze(c))),
+    traps: Object.freeze([...s.traps]),
+    statementTimeouts: Object.freeze([...(s.statementTimeouts ?? [])]),
+    ...(s.pathEffects === undefined ? {} : { pathEffects: Object.freeze([...s.pathEffects]) }),
+  });
 }
 
 function union<T>(lists: readonly (readonly T[])[]): readonly T[] {

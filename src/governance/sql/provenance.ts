@@ -29,6 +29,8 @@ class Analyzer {
   readonly relations = new Set<string>();
   readonly unresolved = new Set<string>();
   readonly copies: ColumnCopy[] = [];
+  /** Under a session path: the other tables an unqualified name may denote (SourceStructure.shadows), by the one found. */
+  readonly #shadows = new Map<string, readonly string[]>();
 
   constructor(
     private readonly structure: SourceStructure,
@@ -213,21 +215,34 @@ class Analyzer {
   /** CREATE TABLE / MATERIALIZED VIEW … AS and SELECT … INTO store each output in a new column. */
   private into(clause: unknown, outputs: readonly RelCol[] | null): void {
     if (!isObj(clause) || !isObj(clause.rel)) return;
-    const table = this.structure.qualify(str(clause.rel.schemaname), str(clause.rel.relname) ?? '');
+    const schema = str(clause.rel.schemaname);
+    const name = str(clause.rel.relname) ?? '';
+    const table = this.structure.qualify(schema, name);
+    // Created in the first schema of the path that exists: each schema the path names may be it.
+    const tables = schema === null || schema === '' ? [table, ...this.structure.shadows(name, null).filter((t) => t !== table)] : [table];
     const renames = asArray(clause.colNames).map(stringNode);
-    if (outputs === null) {
-      // Unknown width: every new column may hold anything the statement read.
-      this.copies.push({ target: `${table}.*`, sources: { columns: new Set(this.reads), unknown: true } });
-      return;
+    for (const t of tables) {
+      if (outputs === null) {
+        // Unknown width: every new column may hold anything the statement read.
+        this.copies.push({ target: `${t}.*`, sources: { columns: new Set(this.reads), unknown: true } });
+        continue;
+      }
+      outputs.forEach((o, i) => this.copies.push({ target: `${t}.${namePart(renames[i] ?? o.name)}`, sources: o.prov }));
     }
-    outputs.forEach((o, i) => this.copies.push({ target: `${table}.${namePart(renames[i] ?? o.name)}`, sources: o.prov }));
+  }
+
+  /** The table a write stores into, and the others its unqualified name may denote under the session's path. */
+  private stored(table: string): readonly string[] {
+    const more = this.#shadows.get(table);
+    return more === undefined ? [table] : [table, ...more];
   }
 
   /** `SET col = expr` (UPDATE, ON CONFLICT DO UPDATE, MERGE … UPDATE): each column stores what its expression reads. */
   private assignments(table: string, list: unknown, level: Level): void {
     for (const t of asArray(list)) {
       if (!isObj(t) || !isObj(t.ResTarget)) continue;
-      this.copies.push({ target: `${table}.${namePart(str(t.ResTarget.name) ?? '*')}`, sources: this.expr(t.ResTarget.val, level) });
+      const sources = this.expr(t.ResTarget.val, level);
+      for (const s of this.stored(table)) this.copies.push({ target: `${s}.${namePart(str(t.ResTarget.name) ?? '*')}`, sources });
     }
   }
 
@@ -236,7 +251,7 @@ class Analyzer {
     const named = asArray(cols).map((c) => (isObj(c) && isObj(c.ResTarget) ? str(c.ResTarget.name) : null));
     const names = named.length > 0 ? named : (target?.columns?.map((c) => c.name) ?? ['*']);
     const aligned = outputs !== null && outputs.length === names.length;
-    names.forEach((n, i) => this.copies.push({ target: `${table}.${namePart(n ?? '*')}`, sources: aligned ? outputs[i]!.prov : all }));
+    for (const s of this.stored(table)) names.forEach((n, i) => this.copies.push({ target: `${s}.${namePart(n ?? '*')}`, sources: aligned ? outputs[i]!.prov : all }));
   }
 
   // ---- FROM ----
@@ -287,14 +302,23 @@ class Analyzer {
       if (cte !== null) return { alias, qualified: null, columns: renamed(cte.columns, rv.alias), children: [], opaque: cte.columns === null ? cte.opaque : EMPTY };
     }
     const rel = this.structure.lookup(schema, name);
+    const shadows = schema === null || schema === '' ? this.structure.shadows(name, rel) : [];
+    for (const t of shadows) this.relations.add(t);
     if (rel === null) {
       const qualified = this.structure.qualify(schema, name);
+      if (shadows.length > 0) this.#shadows.set(qualified, shadows.filter((t) => t !== qualified));
       this.unresolved.add(`relation ${qualified}`);
       this.relations.add(qualified);
       return { alias, qualified, columns: null, children: [], opaque: UNKNOWN };
     }
     this.relations.add(rel.qualified);
-    const columns = renamed(this.relationColumns(rel), rv.alias);
+    let own = this.relationColumns(rel);
+    if (shadows.length > 0) {
+      // The same-named column of every table the name may denote under the path feeds the column (structure.shadows).
+      this.#shadows.set(rel.qualified, shadows);
+      own = own?.map((c) => ({ name: c.name, prov: union(c.prov, { columns: new Set(shadows.map((t) => `${t}.${namePart(c.name)}`)), unknown: false }) })) ?? null;
+    }
+    const columns = renamed(own, rv.alias);
     return { alias, qualified: rel.qualified, columns, children: [], opaque: columns === null ? UNKNOWN : EMPTY };
   }
 
@@ -315,11 +339,13 @@ class Analyzer {
   }
 
   private view(rel: StructureRelation): QueryResult {
-    let memo = viewMemo.get(this.structure);
-    if (memo === undefined) viewMemo.set(this.structure, (memo = new Map()));
+    // A view's definition was read under the structure's own search_path (pg_get_viewdef), never a session's.
+    const base = this.structure.base;
+    let memo = viewMemo.get(base);
+    if (memo === undefined) viewMemo.set(base, (memo = new Map()));
     let hit = memo.get(rel.oid);
     if (hit === undefined) {
-      hit = analyzeView(rel, this.structure, this.viewDepth + 1);
+      hit = analyzeView(rel, base, this.viewDepth + 1);
       memo.set(rel.oid, hit);
     }
     for (const r of hit.relations) this.relations.add(r);

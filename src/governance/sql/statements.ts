@@ -1,6 +1,6 @@
 // Statement class of one parsed statement: its kind, operation and traps, from the root node type plus the walker's facts.
 import { pgBoolean, settingChangeTraps, type SettingRules } from './functions.js';
-import { DEFAULT_SCHEMA, strongerOperation } from './types.js';
+import { strongerOperation } from './types.js';
 import type { Operation, StatementKind, TrapCode } from './types.js';
 import type { StatementFacts } from './walk.js';
 
@@ -167,11 +167,6 @@ function isRoleReset(name: string, varKind: string, args: unknown): boolean {
   if (name !== 'role' && name !== 'session_authorization') return false;
   if (varKind === 'VAR_RESET' || varKind === 'VAR_SET_DEFAULT') return true;
   return name === 'role' && setValue(varKind, args) === 'none';
-}
-
-/** `RESET search_path`, `SET [LOCAL] search_path TO DEFAULT`, or a SET to exactly the schema unqualified names are governed in. */
-function isGovernedPathReset(varKind: string, args: unknown): boolean {
-  return varKind === 'VAR_RESET' || varKind === 'VAR_SET_DEFAULT' || setValue(varKind, args) === DEFAULT_SCHEMA;
 }
 
 /** A SET's single value as text, numbers included (`SET statement_timeout = 5000`); null for anything else. */
@@ -350,8 +345,9 @@ export class StatementClassifier {
     if (varKind === 'VAR_RESET_ALL') return { kind, operation: 'read', traps: ['session_reset'] };
     const name = String(body.name ?? '');
     if (isRoleReset(name.toLowerCase(), varKind, body.args)) return { kind, operation: 'read', traps: ['session_reset'] };
-    // search_path back to the governed schema (the upstream session's startup value, what RESET restores).
-    if (name.toLowerCase() === 'search_path' && isGovernedPathReset(varKind, body.args)) return { kind, operation: 'read', traps: [] };
+    // search_path: what a session's path tracking can prove is governed by it (the classifier adds search_path_set, or
+    // search_path_change for what it cannot prove; docs/pgwire.md "search_path").
+    if (name.toLowerCase() === 'search_path') return { kind, operation: 'read', traps: [] };
     if (varKind === 'VAR_SET_MULTI') {
       if (!asksReadWrite(body.args)) return { kind, operation: 'read', traps: [] };
       // SESSION CHARACTERISTICS changes the session default (= default_transaction_read_only); TRANSACTION only this one.

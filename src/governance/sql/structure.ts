@@ -8,6 +8,7 @@
 // - `structure.version` changes with every load: analyses cached against a structure are cached per version.
 import { DEFAULT_SCHEMA } from './types.js';
 import { joinName } from './names.js';
+import type { PathResolution } from './search-path.js';
 
 export type RelationKind = 'table' | 'view' | 'matview' | 'foreign' | 'partitioned';
 
@@ -82,13 +83,29 @@ let nextVersion = 1;
 
 export class SourceStructure {
   readonly version: number;
-  readonly #byName = new Map<string, StructureRelation>();
-  readonly #byOid = new Map<number, StructureRelation>();
+  readonly #byName: Map<string, StructureRelation>;
+  readonly #byOid: Map<number, StructureRelation>;
   readonly defaultSchema: string;
+  /** The structure as loaded (search_path = DEFAULT_SCHEMA): what view definitions are read against. */
+  readonly base: SourceStructure;
+  readonly #path: PathResolution | null;
+  readonly #forPath = new Map<string, SourceStructure>();
 
-  constructor(relations: readonly StructureRelation[], defaultSchema = DEFAULT_SCHEMA) {
-    this.version = nextVersion++;
+  constructor(relations: readonly StructureRelation[], defaultSchema = DEFAULT_SCHEMA, from?: { base: SourceStructure; byName: Map<string, StructureRelation>; byOid: Map<number, StructureRelation>; path: PathResolution }) {
     this.defaultSchema = defaultSchema;
+    if (from !== undefined) {
+      this.version = from.base.version;
+      this.base = from.base;
+      this.#byName = from.byName;
+      this.#byOid = from.byOid;
+      this.#path = from.path;
+      return;
+    }
+    this.version = nextVersion++;
+    this.base = this;
+    this.#path = null;
+    this.#byName = new Map();
+    this.#byOid = new Map();
     for (const r of relations) {
       this.#byName.set(r.qualified, r);
       this.#byOid.set(r.oid, r);
@@ -99,16 +116,63 @@ export class SourceStructure {
     return this.#byOid.size;
   }
 
-  /** As PostgreSQL resolves it with search_path = DEFAULT_SCHEMA: pg_catalog is searched first (it always is). */
+  /**
+   * The same relations with unqualified names looked up along a session's path (governance/sql/search-path.ts), one
+   * object per path (analyses are memoised per structure object). Null: this structure's own default.
+   */
+  forPath(path: PathResolution | null | undefined): SourceStructure {
+    if (path === null || path === undefined) return this.base;
+    const base = this.base;
+    let s = base.#forPath.get(path.key);
+    if (s === undefined) {
+      s = new SourceStructure([], path.schemas[0] ?? base.defaultSchema, { base, byName: base.#byName, byOid: base.#byOid, path });
+      if (base.#forPath.size > 64) base.#forPath.clear();
+      base.#forPath.set(path.key, s);
+    }
+    return s;
+  }
+
+  /** As PostgreSQL resolves it: pg_catalog first (unless the path lists a schema before it), then the path's schemas. */
   lookup(schema: string | null, name: string): StructureRelation | null {
     if (schema !== null && schema !== '') return this.#byName.get(joinName(schema, name)) ?? null;
-    return this.#byName.get(joinName('pg_catalog', name)) ?? this.#byName.get(joinName(this.defaultSchema, name)) ?? null;
+    const path = this.#path;
+    if (path === null) return this.#byName.get(joinName('pg_catalog', name)) ?? this.#byName.get(joinName(this.defaultSchema, name)) ?? null;
+    if (path.catalogFirst) {
+      const c = this.#byName.get(joinName('pg_catalog', name));
+      if (c !== undefined) return c;
+    }
+    for (const s of path.schemas) {
+      const r = this.#byName.get(joinName(s, name));
+      if (r !== undefined) return r;
+    }
+    return path.catalogFirst ? null : (this.#byName.get(joinName('pg_catalog', name)) ?? null);
+  }
+
+  /**
+   * The other relations an unqualified name may denote under the path, as qualified names: with one path, those of
+   * the schemas searched before the one the structure found (one created there since the structure was loaded would
+   * win); with several possible paths, every other schema. Their same-named columns are treated as read too, so a
+   * redaction or column rule on any of them applies (docs/pgwire.md "search_path"). Empty without a path.
+   */
+  shadows(name: string, found: StructureRelation | null): string[] {
+    const path = this.#path;
+    if (path === null) return [];
+    const out: string[] = [];
+    for (const s of path.schemas) {
+      if (found !== null && s === found.schema) {
+        if (path.precise) break;
+        continue;
+      }
+      out.push(joinName(s, name));
+    }
+    return out;
   }
 
   /** The qualified name an unqualified reference would get when the relation is not known (for messages and policies). */
   qualify(schema: string | null, name: string): string {
     if (schema !== null && schema !== '') return joinName(schema, name);
-    return this.lookup(null, name)?.qualified ?? joinName(name.startsWith('pg_') ? 'pg_catalog' : this.defaultSchema, name);
+    const catalog = name.startsWith('pg_') && (this.#path?.catalogFirst ?? true);
+    return this.lookup(null, name)?.qualified ?? joinName(catalog ? 'pg_catalog' : this.defaultSchema, name);
   }
 
   byOid(oid: number): StructureRelation | null {

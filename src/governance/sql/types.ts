@@ -1,6 +1,7 @@
 // Result and option types of SQL understanding (docs/governance/sql.md): statement kinds, operations, traps, classifications.
 import type { Operation } from '../policy/schema.js';
 import type { CallInfo } from './allowlist.js';
+import type { PathEffect } from './search-path.js';
 
 export type { Operation };
 
@@ -31,6 +32,7 @@ export const TRAP_CODES = [
   'role_change',
   'session_reset',
   'search_path_change',
+  'search_path_set',
   'encoding_change',
   'string_syntax_change',
   'guarded_setting',
@@ -83,6 +85,8 @@ export interface StatementInfo {
   readonly traps: readonly TrapCode[];
   /** Values the statement gives statement_timeout by SET or set_config, as written (null: not a constant). */
   readonly statementTimeouts?: readonly (string | null)[];
+  /** What the statement does to the session's search_path, its transaction and SQL prepared statements (search-path.ts). */
+  readonly pathEffects?: readonly PathEffect[];
 }
 
 export interface SqlClassified {

@@ -55,7 +55,17 @@ export interface StatementFacts {
 }
 
 export interface WalkContext {
+  /** The schema an unqualified relation is given in this walk (the classifier walks once per schema of a session's path). */
   readonly defaultSchema: string;
+  /**
+   * pg_catalog is searched before defaultSchema (implicitly or listed first): `pg_*` relations are pg_catalog's and
+   * allowlisted built-ins are the ones called. False: both resolve in defaultSchema too (governance/sql/search-path.ts).
+   */
+  readonly catalogFirst?: boolean;
+  /** A session path other than the governed default: calls a role must name are named with defaultSchema (`s.f`). */
+  readonly qualifyCalls?: boolean;
+  /** Every set_config call of the statement is a search_path change the session's path tracking proves: not a call. */
+  readonly pathSetConfig?: boolean;
   readonly functions: FunctionRules;
   /** Deepest accepted tree, in parse nodes. */
   readonly maxDepth: number;
@@ -242,7 +252,7 @@ class Walker {
   private qualify(schema: string | null, rel: string): string {
     if (schema !== null && schema !== '') return joinName(schema, rel);
     // pg_catalog is searched before the search_path, and nearly every pg_* relation lives there.
-    return joinName(rel.startsWith('pg_') ? 'pg_catalog' : this.ctx.defaultSchema, rel);
+    return joinName(rel.startsWith('pg_') && this.ctx.catalogFirst !== false ? 'pg_catalog' : this.ctx.defaultSchema, rel);
   }
 
   private isCte(name: string, scope: Scope): boolean {
@@ -323,6 +333,8 @@ class Walker {
       if (s !== null) parts.push(s);
     }
     if (parts.length === 0) return;
+    // A provable search_path change (governance/sql/search-path.ts): the session's path tracking governs it.
+    if (this.ctx.pathSetConfig === true && (parts.length === 1 || parts[0] === 'pg_catalog') && parts[parts.length - 1]!.toLowerCase() === 'set_config') return;
     this.facts.functions.add(parts.join('.'));
     this.call(judgeFunction(parts));
     const name = parts[parts.length - 1] as string;
@@ -337,7 +349,14 @@ class Walker {
     else if (effect === 'dynamic_sql') this.facts.dynamicSql = true;
   }
 
-  private call(info: CallInfo): void {
+  private call(found: CallInfo): void {
+    let info = found;
+    if (this.ctx.qualifyCalls === true && !info.name.includes('.')) {
+      // Under a session path an unqualified name may resolve in any of its schemas: a role must name it there; and with
+      // pg_catalog not searched first even a built-in's name may reach another schema's object (search-path.ts).
+      if (info.refusal !== null) info = { ...info, name: `${this.ctx.defaultSchema}.${info.name}` };
+      else if (this.ctx.catalogFirst === false) info = { ...info, name: `${this.ctx.defaultSchema}.${info.name}`, refusal: info.kind === 'function' ? 'schema_not_pg_catalog' : info.kind === 'operator' ? 'user_operator' : 'user_type' };
+    }
     const key = `${info.kind}:${info.name}`;
     if (!this.facts.calls.has(key)) this.facts.calls.set(key, info);
   }
