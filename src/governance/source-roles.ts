@@ -4,7 +4,6 @@ import { compileGlobs, GLOB_SEP } from './policy/glob.js';
 import type { Matcher } from './policy/glob.js';
 import { HTTP_METHODS, OPERATIONS } from './policy/schema.js';
 import type { Operation } from './policy/schema.js';
-import { DEFAULT_SCHEMA } from './sql/types.js';
 
 export const APPROVAL_MODES = ['never', 'by_risk', 'always'] as const;
 export type ApprovalMode = (typeof APPROVAL_MODES)[number];
@@ -257,13 +256,9 @@ function firstSqlRule(active: readonly ActiveRole[], op: Operation, table: strin
   return null;
 }
 
-/**
- * An entry names the call as written; `nextval` also names `pg_catalog.nextval` (the same function: pg_catalog is
- * searched first) and `public.nextval` (what the name reaches under the governed search_path, which a session under
- * another path is governed in schema by schema: docs/pgwire.md "search_path").
- */
+/** An entry names the call as written; `nextval` also names `pg_catalog.nextval` (the same function: pg_catalog is searched first). */
 function entryNames(entry: string, call: string): boolean {
-  return entry === call || (!entry.includes('.') && (call === `pg_catalog.${entry}` || call === `${DEFAULT_SCHEMA}.${entry}`));
+  return entry === call || (!entry.includes('.') && call === `pg_catalog.${entry}`);
 }
 
 function ruleNamesCall(active: readonly ActiveRole[], op: Operation, call: string): boolean {

@@ -1,7 +1,7 @@
 // Iterative walk of one parsed statement: every table (through CTE scopes), columns, functions, and the facts the traps need.
 import { judgeCast, judgeFunction, judgeOperator, type CallInfo } from './allowlist.js';
 import { settingChangeTraps, type FunctionRules } from './functions.js';
-import type { TrapCode } from './types.js';
+import { DEFAULT_SCHEMA, type TrapCode } from './types.js';
 import { joinName, namePart } from './names.js';
 
 type Json = Record<string, unknown>;
@@ -351,7 +351,9 @@ class Walker {
 
   private call(found: CallInfo): void {
     let info = found;
-    if (this.ctx.qualifyCalls === true && !info.name.includes('.')) {
+    // In the pass for the governed schema with pg_catalog first, a name means what it means without a session path.
+    const governedPass = this.ctx.defaultSchema === DEFAULT_SCHEMA && this.ctx.catalogFirst !== false;
+    if (this.ctx.qualifyCalls === true && !governedPass && !info.name.includes('.')) {
       // Under a session path an unqualified name may resolve in any of its schemas: a role must name it there; and with
       // pg_catalog not searched first even a built-in's name may reach another schema's object (search-path.ts).
       if (info.refusal !== null) info = { ...info, name: `${this.ctx.defaultSchema}.${info.name}` };
