@@ -79,6 +79,8 @@ const MEANING: Record<string, string> = {
 
   'database.url': 'Control database URL (`postgres://…`). Null runs the embedded store in development; required in production. The password is masked when printed; TLS parameters in the URL are ignored in favour of `ssl_mode`.',
   'database.read_url': 'Optional read replica of the control database (same TLS settings as `url`): audit search and export (`GET /api/audit`, `/api/audit/export`) read there, so long searches do not load the primary; a replica lags, so an entry written a moment ago may not be found yet. Userinfo passwords are masked when printed.',
+  'database.pooler': '`transaction` when `url` (and `read_url`) reach PostgreSQL through a pooler in transaction mode, such as PgBouncer\'s `pool_mode = transaction`: no session setting is sent at connect (PgBouncer refuses a `statement_timeout` startup parameter; set it on the role instead, a warning says when none is in force), and migrations run on `direct_url`. docs/operations.md "PgBouncer".',
+  'database.direct_url': 'A direct (session) connection to the control database, for what needs a session: the migrations\' advisory lock (`gatehouse migrate` and `migrate_on_start`). Required with `pooler: transaction`; same TLS settings as `url`. Userinfo passwords are masked when printed.',
   'database.pool_max': 'Connections in the control database pool.',
   'database.connect_timeout_ms': 'Connect timeout to the control database.',
   'database.statement_timeout_ms': 'Statement timeout of control database queries.',

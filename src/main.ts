@@ -69,7 +69,7 @@ function loggerFor(loaded: LoadedConfig, role: string): Logger {
 async function runMigrations(loaded: LoadedConfig, log: Logger): Promise<void> {
   const { openStore } = await runtime();
   const { migrateToLatest } = await import('./store/migrate.js');
-  const store = await openStore(loaded.config, log);
+  const store = await openStore(loaded.config, log, { direct: true });
   try {
     const { applied } = await migrateToLatest(store.db);
     log.info({ applied }, applied.length > 0 ? 'migrations applied' : 'migrations already at head');

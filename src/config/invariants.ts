@@ -37,6 +37,10 @@ export function crossFieldProblems(c: Config): string[] {
   if (c.gateway.pg_tls.require_client_tls && c.gateway.pg_tls.cert_file === null) {
     problems.push('gateway.pg_tls.require_client_tls: needs gateway.pg_tls.cert_file and key_file');
   }
+  if (c.database.pooler === 'transaction' && c.database.url !== null && c.database.direct_url === null) {
+    problems.push('database.direct_url: required with database.pooler: transaction (migrations hold a session advisory lock, which a transaction pooler cannot keep)');
+  }
+  if (c.database.direct_url !== null && c.database.url === null) problems.push('database.direct_url: needs database.url');
   const r = c.redis;
   if (r.sentinels.length > 0 && r.sentinel_master === null) problems.push('redis.sentinels: needs redis.sentinel_master (the primary the sentinels monitor)');
   if (r.cluster_nodes.length > 0 && !r.cluster) problems.push('redis.cluster_nodes: needs redis.cluster: true');

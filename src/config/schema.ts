@@ -136,6 +136,13 @@ export const databaseSchema = section({
   url: z.string().min(1).max(4096).nullable().default(null),
   /** A read replica of the control database for audit search and export (docs/operations.md); null reads the primary. */
   read_url: z.string().min(1).max(4096).nullable().default(null),
+  /**
+   * `transaction`: `url` (and `read_url`) reach PostgreSQL through a pooler in transaction mode such as PgBouncer
+   * (docs/operations.md "PgBouncer"): no session setting is sent at connect, and migrations use `direct_url`.
+   */
+  pooler: z.enum(['none', 'transaction']).default('none'),
+  /** A direct (session) connection to the control database for what needs a session: the migrations' advisory lock. */
+  direct_url: z.string().min(1).max(4096).nullable().default(null),
   pool_max: positiveInt(1_000).default(10),
   connect_timeout_ms: positiveInt(120_000).default(5_000),
   statement_timeout_ms: positiveInt(3_600_000).default(30_000),
@@ -374,4 +381,4 @@ export type SecretRefPath = (typeof secretRefPaths)[number];
 export const secretValuePaths = ['admin.bootstrap_password', 'notifications.slack_webhook_url'] as const;
 
 /** URL fields whose userinfo password is masked. */
-export const credentialUrlPaths = ['database.url', 'database.read_url', 'redis.url'] as const;
+export const credentialUrlPaths = ['database.url', 'database.read_url', 'database.direct_url', 'redis.url'] as const;

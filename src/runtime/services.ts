@@ -80,12 +80,18 @@ export function shouldMigrateOnStart(config: Readonly<Config>): boolean {
 }
 
 /** `deferUnavailable`: a service starts (not ready) while the store is unreachable; `gatehouse migrate` fails fast. */
-export async function openStore(config: Readonly<Config>, log: Logger, opts: { deferUnavailable?: boolean } = {}): Promise<ControlStore> {
+/**
+ * `direct`: the session connection for migrations (database.direct_url, needed behind a transaction pooler; the
+ * main URL otherwise), one connection, no pooler.
+ */
+export async function openStore(config: Readonly<Config>, log: Logger, opts: { deferUnavailable?: boolean; direct?: boolean } = {}): Promise<ControlStore> {
+  const direct = opts.direct === true && config.database.direct_url !== null;
   return openControlStore({
     deferUnavailable: opts.deferUnavailable ?? false,
-    url: config.database.url,
+    url: direct ? config.database.direct_url : config.database.url,
+    pooler: direct ? 'none' : config.database.pooler,
     embeddedDir: path.resolve(config.database.embedded_dir),
-    poolMax: config.database.pool_max,
+    poolMax: direct ? 1 : config.database.pool_max,
     connectTimeoutMs: config.database.connect_timeout_ms,
     statementTimeoutMs: config.database.statement_timeout_ms,
     ssl: { mode: config.database.ssl_mode, caFile: config.database.ssl_ca_file },
@@ -101,6 +107,9 @@ export async function buildServices(loaded: LoadedConfig, role: ServiceRole, log
 
   const store = await openStore(config, log, { deferUnavailable: role !== 'migration' });
   closers.push(() => store.close());
+  // Behind a transaction pooler migrations run on their own direct connection (docs/operations.md "PgBouncer").
+  const migrationStore = shouldMigrateOnStart(config) && config.database.direct_url !== null ? await openStore(config, log, { deferUnavailable: true, direct: true }) : store;
+  if (migrationStore !== store) closers.push(() => migrationStore.close());
   try {
     // Loads that would wait for their next refresh run as soon as a store that was unreachable at start answers.
     const firstLoads: Array<() => Promise<void>> = [];
@@ -109,6 +118,7 @@ export async function buildServices(loaded: LoadedConfig, role: ServiceRole, log
       store,
       log: log.child({ component: 'store' }),
       migrate: shouldMigrateOnStart(config),
+      migrationStore,
       onReachable: async () => {
         if (built) await Promise.all(firstLoads.map((load) => load()));
       },

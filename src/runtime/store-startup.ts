@@ -11,6 +11,8 @@ export interface StoreStartupOptions {
   log: Logger;
   /** Apply pending migrations once the store answers (database.migrate_on_start). */
   migrate: boolean;
+  /** Where migrations run: `store`, or a direct connection when `store` goes through a transaction pooler. */
+  migrationStore?: ControlStore;
   /** Run once the store answered and migrations (if asked) are applied: first loads that would otherwise wait for their next refresh. */
   onReachable: () => Promise<void> | void;
 }
@@ -47,7 +49,7 @@ export class StoreStartup {
   async #attempt(): Promise<void> {
     await this.opts.store.ping();
     if (this.opts.migrate) {
-      const { applied } = await migrateToLatest(this.opts.store.db);
+      const { applied } = await migrateToLatest((this.opts.migrationStore ?? this.opts.store).db);
       if (applied.length > 0) this.opts.log.info({ applied }, 'migrations applied');
     }
     this.#done = true;

@@ -30,6 +30,11 @@ export interface ControlStoreOptions {
   poolMax: number;
   connectTimeoutMs: number;
   statementTimeoutMs?: number;
+  /**
+   * `transaction`: the URL is a pooler in transaction mode (PgBouncer): no session setting is sent at connect
+   * (statement_timeout is then the role's or database's, checked once and warned about when none is in force).
+   */
+  pooler?: 'none' | 'transaction';
   ssl?: { mode: SslMode; caFile?: string | null };
   logger?: StoreLogger;
   /**
@@ -199,7 +204,9 @@ function createPool(parsed: ParsedUrl, opts: ControlStoreOptions, ssl: Connectio
     application_name: 'gatehouse',
     ssl,
     types: poolTypes,
-    ...(opts.statementTimeoutMs ? { statement_timeout: opts.statementTimeoutMs } : {}),
+    // A transaction pooler hands each transaction to any server connection: a startup setting would hold on some and
+    // not others, and PgBouncer refuses the connection for it ("unsupported startup parameter").
+    ...(opts.statementTimeoutMs && opts.pooler !== 'transaction' ? { statement_timeout: opts.statementTimeoutMs } : {}),
   });
   // An idle client losing its server emits on the pool; unhandled, it would crash the process.
   pool.on('error', (error) => {
@@ -259,6 +266,7 @@ async function openPostgres(rawUrl: string, opts: ControlStoreOptions): Promise<
   }
 
   const db = new Kysely<Database>({ dialect: new PostgresDialect({ pool: translatingPool(pools, parsed.target, logger) }) });
+  if (opts.pooler === 'transaction' && opts.statementTimeoutMs) void checkPooledStatementTimeout(db, parsed.target, logger);
   let closed = false;
   logger.info({ store: parsed.target, kind: 'postgres', pool_max: opts.poolMax, ssl_mode: mode }, 'control store opened');
   return {
@@ -273,6 +281,19 @@ async function openPostgres(rawUrl: string, opts: ControlStoreOptions): Promise<
       await db.destroy();
     },
   };
+}
+
+/** Behind a transaction pooler the statement timeout is the server's setting for the role or database: say when there is none. */
+async function checkPooledStatementTimeout(db: Kysely<Database>, target: string, logger: StoreLogger): Promise<void> {
+  try {
+    const { rows } = await sql<{ ms: number }>`select setting::int as ms from pg_settings where name = 'statement_timeout'`.execute(db);
+    const ms = rows[0]?.ms ?? 0;
+    if (ms === 0) {
+      logger.warn({ store: target }, 'database.pooler is transaction and no statement_timeout is in force: set it on the role (ALTER ROLE … SET statement_timeout) so a stuck control-store query cannot hold a pooled connection');
+    }
+  } catch {
+    // The store is not reachable yet; readiness reports that, and this advice can wait for the next start.
+  }
 }
 
 function unavailable(error: unknown, parsed: ParsedUrl): StoreUnavailableError {

@@ -34,13 +34,13 @@ function binDir(): string {
 }
 
 /** initdb and postgres refuse to run as root: as root, they run as the `postgres` system user. */
-function runAs(): { uid: number; gid: number } | null {
+export function runAs(): { uid: number; gid: number } | null {
   if (process.getuid?.() !== 0) return null;
   const id = (flag: string) => Number(spawnSync('id', [flag, 'postgres'], { encoding: 'utf8' }).stdout.trim());
   return { uid: id('-u'), gid: id('-g') };
 }
 
-async function freePort(): Promise<number> {
+export async function freePort(): Promise<number> {
   const server = createServer();
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);

@@ -8,6 +8,7 @@ import { createLogger } from '../../src/observability/logger.js';
 import { startService, type RunningService } from '../../src/runtime/start.js';
 import { createTestDatabase, type TestDatabase } from './pg.js';
 import { dropRedisPrefix, TEST_REDIS_URL } from './redis.js';
+import { startPgBouncer, type PgBouncerHandle } from './pgbouncer.js';
 
 export { TEST_REDIS_URL };
 
@@ -34,10 +35,35 @@ export interface TestServiceOptions {
   logDestination?: { write(line: string): void };
 }
 
+let pooler: Promise<PgBouncerHandle> | null = null;
+/** Services of this test process using the pooler: the last one to stop stops it (no bouncer outlives its tests). */
+let poolerUsers = 0;
+
+async function releasePooler(): Promise<void> {
+  if (--poolerUsers > 0 || pooler === null) return;
+  const p = pooler;
+  pooler = null;
+  await (await p).stop();
+}
+
+/**
+ * GH_TEST_CONTROL_POOLER=pgbouncer runs every test service's control store through one PgBouncer in transaction mode
+ * started for the test process (database.pooler: transaction, migrations on database.direct_url):
+ * `GH_TEST_CONTROL_POOLER=pgbouncer npx vitest run test/pgwire/smoke.test.ts test/mcp/smoke.test.ts` (docs/operations.md "PgBouncer").
+ */
+async function viaPooler(database: TestDatabase): Promise<Record<string, string>> {
+  if (process.env.GH_TEST_CONTROL_POOLER !== 'pgbouncer') return {};
+  pooler ??= startPgBouncer({ poolSize: 10 });
+  poolerUsers++;
+  const bouncer = await pooler;
+  return { SERVICE_DATABASE__URL: bouncer.urlOf(database.name), SERVICE_DATABASE__POOLER: 'transaction', SERVICE_DATABASE__DIRECT_URL: database.url };
+}
+
 export async function startTestService(opts: TestServiceOptions = {}): Promise<TestService> {
   const stateDir = await mkdtemp(path.join(tmpdir(), 'gh-test-'));
   const ownDatabase = !opts.embedded && !opts.database;
   const database = opts.embedded ? null : (opts.database ?? (await createTestDatabase()));
+  const pooled = database ? await viaPooler(database) : {};
   const env: Record<string, string> = {
     SERVICE_ENVIRONMENT: 'test',
     SERVICE_GATEWAY__HTTP_PORT: '0',
@@ -47,6 +73,7 @@ export async function startTestService(opts: TestServiceOptions = {}): Promise<T
     SERVICE_AUDIT__SPOOL__DIR: path.join(stateDir, 'audit-spool'),
     SERVICE_OBSERVABILITY__LOG_LEVEL: opts.logLevel ?? process.env.GH_TEST_LOG_LEVEL ?? 'silent',
     ...(database ? { SERVICE_DATABASE__URL: database.url, SERVICE_REDIS__URL: TEST_REDIS_URL, SERVICE_REDIS__KEY_PREFIX: `ghtest:${randomBytes(6).toString('hex')}:` } : {}),
+    ...pooled,
     ...opts.env,
   };
   const loaded = loadConfig({ env, cwd: stateDir });
@@ -71,6 +98,7 @@ export async function startTestService(opts: TestServiceOptions = {}): Promise<T
       if (stopped) return;
       stopped = true;
       await running.shutdown('test finished');
+      if (Object.keys(pooled).length > 0) await releasePooler();
       if (ownDatabase) await database?.drop();
       await dropRedisPrefix(ownPrefix);
       await rm(stateDir, { recursive: true, force: true });
