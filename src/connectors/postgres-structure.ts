@@ -30,6 +30,7 @@ export async function loadPostgresStructure(executor: PostgresExecutor, source: 
     return i;
   };
   const [oid, schema, name, relkind, definition, columns] = ['oid', 'schema', 'name', 'relkind', 'definition', 'columns'].map(at) as [number, number, number, number, number, number];
+  const parents = result.columns.indexOf('parents');
   const rows: StructureRow[] = result.rows.map((r) => ({
     oid: r[oid] ?? '',
     schema: r[schema] ?? '',
@@ -37,6 +38,7 @@ export async function loadPostgresStructure(executor: PostgresExecutor, source: 
     relkind: r[relkind] ?? '',
     definition: r[definition] ?? null,
     columns: r[columns] ?? null,
+    parents: parents < 0 ? null : (r[parents] ?? null),
   }));
   return buildStructure(rows);
 }

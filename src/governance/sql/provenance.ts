@@ -328,7 +328,13 @@ class Analyzer {
 
   /** A table's columns feed themselves; a view's (or materialized view's) also what its definition computes them from. */
   private relationColumns(rel: StructureRelation): readonly RelCol[] | null {
-    const own = rel.columns.map((c) => ({ name: c.name, prov: { columns: new Set([`${rel.qualified}.${namePart(c.name)}`]), unknown: false } as Provenance }));
+    // A partition's or inheritance child's column is also its ancestors' column of that name (structure.ts `ancestors`).
+    const own = rel.columns.map((c) => {
+      const part = namePart(c.name);
+      const names = new Set([`${rel.qualified}.${part}`]);
+      for (const a of rel.ancestors) names.add(`${a}.${part}`);
+      return { name: c.name, prov: { columns: names, unknown: false } as Provenance };
+    });
     if (rel.kind !== 'view' && rel.kind !== 'matview') return own;
     const view = this.view(rel);
     if (view.outputs === null || view.outputs.length !== own.length) {

@@ -28,6 +28,11 @@ export interface StructureRelation {
   readonly columns: readonly StructureColumn[];
   /** The view's or materialized view's query (pg_get_viewdef), null for other kinds. */
   readonly definition: string | null;
+  /**
+   * Qualified names of the tables it inherits from or is a partition of, transitively (pg_inherits): a partition's or
+   * child's column holds data of its ancestors' column of the same name, so a rule on `s.parent.c` covers `s.child.c`.
+   */
+  readonly ancestors: readonly string[];
 }
 
 /** One row of the catalog query: the adapter hands them over as text values, as PostgreSQL sends them. */
@@ -40,6 +45,8 @@ export interface StructureRow {
   readonly definition: string | null;
   /** JSON array of [attnum, attname] pairs. */
   readonly columns: string | null;
+  /** JSON array of the OIDs (as text) of its direct parents in pg_inherits (inheritance and partitioning); null for none. */
+  readonly parents?: string | null;
 }
 
 const KINDS: Readonly<Record<string, RelationKind>> = { r: 'table', v: 'view', m: 'matview', f: 'foreign', p: 'partitioned' };
@@ -52,7 +59,8 @@ const KINDS: Readonly<Record<string, RelationKind>> = { r: 'table', v: 'view', m
 export const STRUCTURE_QUERY = `select c.oid::text as oid, n.nspname as schema, c.relname as name, c.relkind::text as relkind,
   case when c.relkind in ('v', 'm') then pg_catalog.pg_get_viewdef(c.oid) end as definition,
   (select pg_catalog.json_agg(pg_catalog.json_build_array(a.attnum, a.attname) order by a.attnum)
-     from pg_catalog.pg_attribute a where a.attrelid = c.oid and a.attnum > 0 and not a.attisdropped)::text as columns
+     from pg_catalog.pg_attribute a where a.attrelid = c.oid and a.attnum > 0 and not a.attisdropped)::text as columns,
+  (select pg_catalog.json_agg(i.inhparent::text order by i.inhseqno) from pg_catalog.pg_inherits i where i.inhrelid = c.oid)::text as parents
 from pg_catalog.pg_class c join pg_catalog.pg_namespace n on n.oid = c.relnamespace
 where c.relkind in ('r', 'v', 'm', 'f', 'p')
   and n.nspname <> 'pg_toast' and n.nspname not like 'pg\\_temp\\_%' and n.nspname not like 'pg\\_toast\\_temp\\_%'`;
@@ -198,25 +206,53 @@ function parseColumns(text: string | null, rel: string): StructureColumn[] {
   return out;
 }
 
+function parseParents(text: string | null | undefined, rel: string): number[] {
+  if (text === null || text === undefined || text === '') return [];
+  let raw: unknown;
+  try {
+    raw = JSON.parse(text);
+  } catch {
+    throw new StructureError(`parents of ${rel} are not valid JSON`);
+  }
+  if (!Array.isArray(raw) || raw.some((x) => typeof x !== 'string' || !/^[0-9]+$/.test(x))) throw new StructureError(`parents of ${rel} are malformed`);
+  return raw.map(Number);
+}
+
 /** Builds a structure from the catalog query's rows; a malformed row fails the whole load (the caller fails closed). */
 export function buildStructure(rows: readonly StructureRow[], defaultSchema = DEFAULT_SCHEMA): SourceStructure {
-  const relations: StructureRelation[] = [];
+  const base: Array<Omit<StructureRelation, 'ancestors'> & { parents: number[] }> = [];
   for (const row of rows) {
     const kind = KINDS[row.relkind];
     const oid = Number(row.oid);
     if (kind === undefined || !Number.isSafeInteger(oid)) throw new StructureError(`relation ${row.schema}.${row.name} has an unexpected kind or OID`);
     const qualified = joinName(row.schema, row.name);
-    relations.push(
-      Object.freeze({
-        oid,
-        schema: row.schema,
-        name: row.name,
-        qualified,
-        kind,
-        columns: Object.freeze(parseColumns(row.columns, qualified)),
-        definition: kind === 'view' || kind === 'matview' ? row.definition : null,
-      }),
-    );
+    base.push({
+      oid,
+      schema: row.schema,
+      name: row.name,
+      qualified,
+      kind,
+      columns: Object.freeze(parseColumns(row.columns, qualified)),
+      definition: kind === 'view' || kind === 'matview' ? row.definition : null,
+      parents: parseParents(row.parents, qualified),
+    });
   }
+  const byOid = new Map(base.map((r) => [r.oid, r]));
+  const ancestorsOf = (r: (typeof base)[number]): string[] => {
+    const out: string[] = [];
+    const seen = new Set<number>([r.oid]);
+    const queue = [...r.parents];
+    while (queue.length > 0) {
+      const oid = queue.shift()!;
+      if (seen.has(oid)) continue;
+      seen.add(oid);
+      const p = byOid.get(oid);
+      if (p === undefined) continue;
+      out.push(p.qualified);
+      queue.push(...p.parents);
+    }
+    return out;
+  };
+  const relations: StructureRelation[] = base.map(({ parents: _parents, ...r }) => Object.freeze({ ...r, ancestors: Object.freeze(r.kind === 'view' || r.kind === 'matview' ? [] : ancestorsOf({ ...r, parents: _parents })) }));
   return new SourceStructure(relations, defaultSchema);
 }

@@ -132,3 +132,32 @@ describe('redactedResultColumns', () => {
     expect(redactedResultColumns({ fields: [field('a')], analysis: undefined, tables: [], redactColumns: ['ssn'], opaque: true })).toEqual([true]);
   });
 });
+
+describe('partitions and inheritance children read their ancestors\' columns', () => {
+  // events is partitioned; events_2024 a partition of it; sub_2024 a sub-partition; child inherits parent.
+  const tree = buildStructure([
+    { oid: '200', schema: 'crm', name: 'events', relkind: 'p', definition: null, columns: cols(['id', 'memo']) },
+    { oid: '201', schema: 'crm', name: 'events_2024', relkind: 'p', definition: null, columns: cols(['id', 'memo']), parents: '["200"]' },
+    { oid: '202', schema: 'crm', name: 'sub_2024', relkind: 'r', definition: null, columns: cols(['id', 'memo']), parents: '["201"]' },
+    { oid: '210', schema: 'crm', name: 'parent', relkind: 'r', definition: null, columns: cols(['id', 'memo']) },
+    { oid: '211', schema: 'crm', name: 'child', relkind: 'r', definition: null, columns: cols(['id', 'memo', 'extra']), parents: '["210"]' },
+  ]);
+  const reads = (sql: string) => [...(analyzeCached(sql, tree)?.[0]?.reads ?? [])].sort();
+  test.each([
+    ['select reverse(memo) from crm.sub_2024', ['crm.events.memo', 'crm.events_2024.memo', 'crm.sub_2024.memo']],
+    ['select s from crm.events_2024 s', ['crm.events.id', 'crm.events.memo', 'crm.events_2024.id', 'crm.events_2024.memo']],
+    ['select upper(memo) from crm.child', ['crm.child.memo', 'crm.parent.memo']],
+    ['select memo from crm.parent', ['crm.parent.memo']],
+  ])('%s', (sql, expected) => {
+    expect(reads(sql)).toEqual(expected);
+  });
+  test('a RowDescription origin in a partition carries the ancestor too; a parents cycle or unknown oid is harmless', () => {
+    expect([...relationColumnProvenance(tree, 202, 2).columns].sort()).toEqual(['crm.events.memo', 'crm.events_2024.memo', 'crm.sub_2024.memo']);
+    const odd = buildStructure([
+      { oid: '1', schema: 's', name: 'a', relkind: 'r', definition: null, columns: cols(['x']), parents: '["2", "99"]' },
+      { oid: '2', schema: 's', name: 'b', relkind: 'r', definition: null, columns: cols(['x']), parents: '["1"]' },
+    ]);
+    expect(odd.byOid(1)!.ancestors).toEqual(['s.b']);
+    expect(() => buildStructure([{ oid: '1', schema: 's', name: 'a', relkind: 'r', definition: null, columns: null, parents: '[1]' }])).toThrow(/malformed/);
+  });
+});
