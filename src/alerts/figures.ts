@@ -300,32 +300,36 @@ export async function minuteTotals(db: Db, fromMs: number, nowMs: number): Promi
   const [wmDate, first] = await Promise.all([readWatermark(db), sql<{ first: Date | null }>`select min(minute) as first from alert_rollups`.execute(db)]);
   const covered = first.rows[0]?.first?.getTime() ?? null;
   const wm = wmDate === null || covered === null ? null : Math.min(wmDate.getTime(), nowMs);
+  // Only the counted columns (float8 arrives as a number); the latency histograms are not read.
+  const totals = sql.raw('minute, requests::float8 as requests, errors::float8 as errors, denials::float8 as denials, cache_hits::float8 as cache_hits, cache_lookups::float8 as cache_lookups');
+  type Row = Omit<MinuteTotals, 'minute'> & { minute: Date };
   const allGrain = (a: number, b: number) =>
-    sql<MinuteRowRaw>`select * from (${rawMinutes(new Date(a), new Date(b))}) r where identity_key = ${ALL_IDENTITIES} and source_key = ${ALL_SOURCES}`.execute(db).then((r) => r.rows);
-  const reads: Array<Promise<MinuteRowRaw[]>> = [];
+    sql<Row>`select ${totals} from (${rawMinutes(new Date(a), new Date(b))}) r where identity_key = ${ALL_IDENTITIES} and source_key = ${ALL_SOURCES}`.execute(db).then((r) => r.rows);
+  const reads: Array<Promise<Row[]>> = [];
   if (wm === null || covered === null) reads.push(allGrain(from, nowMs));
   else {
     if (from < covered) reads.push(allGrain(from, Math.min(covered, nowMs)));
     const lo = Math.max(from, covered);
     if (lo < wm) {
       reads.push(
-        sql<MinuteRowRaw>`select minute, identity_key, source_key, requests::text, errors::text, denials::text, rate_limited::text, redactions::text, cache_hits::text, cache_lookups::text, latency_hist::text[]
-          from alert_rollups where identity_key = ${ALL_IDENTITIES} and source_key = ${ALL_SOURCES}
+        sql<Row>`select ${totals} from alert_rollups where identity_key = ${ALL_IDENTITIES} and source_key = ${ALL_SOURCES}
             and minute >= ${new Date(lo).toISOString()}::timestamptz and minute < ${new Date(wm).toISOString()}::timestamptz`.execute(db).then((r) => r.rows),
       );
     }
     reads.push(allGrain(Math.max(wm, from), nowMs));
   }
   const byMinute = new Map<number, MinuteTotals>();
-  for (const r of (await Promise.all(reads)).flat().map(toRow)) {
+  for (const r of (await Promise.all(reads)).flat()) {
     const m = r.minute.getTime();
-    const t = byMinute.get(m) ?? { minute: m, requests: 0, errors: 0, denials: 0, cache_hits: 0, cache_lookups: 0 };
-    t.requests += r.requests;
-    t.errors += r.errors;
-    t.denials += r.denials;
-    t.cache_hits += r.cache_hits;
-    t.cache_lookups += r.cache_lookups;
-    byMinute.set(m, t);
+    const t = byMinute.get(m);
+    if (!t) byMinute.set(m, { ...r, minute: m });
+    else {
+      t.requests += r.requests;
+      t.errors += r.errors;
+      t.denials += r.denials;
+      t.cache_hits += r.cache_hits;
+      t.cache_lookups += r.cache_lookups;
+    }
   }
   return [...byMinute.values()].sort((a, b) => a.minute - b.minute);
 }
