@@ -40,6 +40,8 @@ interface Subject {
   db: Kysely<AlertsDatabase>;
   admin: AdminClient;
   times: Map<string, number[]>;
+  /** CPU microseconds of this process (server and client share it) per page, summed over the measured requests. */
+  cpu: Map<string, number>;
   deepCursor: string;
 }
 
@@ -70,7 +72,7 @@ async function subject(size: number): Promise<Subject> {
   const mid = await sql<{ ts: Date; id: string }>`select ts, id from audit_entries order by ts desc, id desc limit 1 offset ${Math.floor(size / 2)}`.execute(db);
   const deepCursor = Buffer.from(JSON.stringify([mid.rows[0]!.ts.toISOString(), mid.rows[0]!.id])).toString('base64url');
   console.log(`filled ${size.toLocaleString('en')} entries, ${APPROVALS.toLocaleString('en')} approvals (${APPROVALS / PENDING_EVERY} pending) and the rollups in ${(fill / 1000).toFixed(1)} s`);
-  return { size, svc, db, admin, times: new Map(), deepCursor };
+  return { size, svc, db, admin, times: new Map(), cpu: new Map(), deepCursor };
 }
 
 const pages = (s: Subject): Record<string, string> => ({
@@ -84,6 +86,7 @@ const pages = (s: Subject): Record<string, string> => ({
 async function measure(s: Subject, name: string, path: string, n: number): Promise<void> {
   const headers = { cookie: s.admin.cookie, accept: 'text/html' };
   const list = s.times.get(name) ?? [];
+  const cpu0 = process.cpuUsage();
   for (let i = 0; i < n; i++) {
     const t = performance.now();
     const res = await fetch(s.admin.baseUrl + path, { headers });
@@ -92,6 +95,8 @@ async function measure(s: Subject, name: string, path: string, n: number): Promi
     if (res.status !== 200) throw new Error(`${name}: ${res.status} ${body.slice(0, 300)}`);
     list.push(ms);
   }
+  const cpu = process.cpuUsage(cpu0);
+  s.cpu.set(name, (s.cpu.get(name) ?? 0) + cpu.user + cpu.system);
   s.times.set(name, list);
 }
 
@@ -134,7 +139,10 @@ const subjects: Subject[] = [];
 try {
   for (const size of SIZES) subjects.push(await subject(size));
   for (const s of subjects) for (const [name, path] of Object.entries(pages(s))) await measure(s, name, path, 5); // warm-up
-  for (const s of subjects) s.times.clear();
+  for (const s of subjects) {
+    s.times.clear();
+    s.cpu.clear();
+  }
   for (let round = 0; round < ROUNDS; round++) {
     for (const s of subjects) for (const [name, path] of Object.entries(pages(s))) await measure(s, name, path, REQUESTS);
   }
@@ -143,7 +151,8 @@ try {
   const p95 = (s: Subject, name: string) => quantile([...(s.times.get(name) ?? [])].sort((a, b) => a - b), 0.95);
   const median = (s: Subject, name: string) => quantile([...(s.times.get(name) ?? [])].sort((a, b) => a - b), 0.5);
   for (const name of names) {
-    const cells = subjects.map((s) => `${s.size.toLocaleString('en')}: p95 ${p95(s, name).toFixed(1)} ms (median ${median(s, name).toFixed(1)})`);
+    const cpuMs = (s: Subject) => (s.cpu.get(name) ?? 0) / 1000 / (s.times.get(name)?.length ?? 1);
+    const cells = subjects.map((s) => `${s.size.toLocaleString('en')}: p95 ${p95(s, name).toFixed(1)} ms (median ${median(s, name).toFixed(1)}, CPU ${cpuMs(s).toFixed(1)} ms/request)`);
     const small = subjects[0]!;
     const big = subjects[subjects.length - 1]!;
     const ratio = p95(big, name) / p95(small, name);

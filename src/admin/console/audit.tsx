@@ -150,7 +150,7 @@ function ResultTable({ page, names }: { page: AuditPage; names: Map<number, stri
         {
           label: 'Entry',
           cell: (e) => (
-            <a href={`${AUDIT_PAGE}/${seg(e.id)}`} aria-label={`Entry ${e.id}`}>
+            <a href={`${AUDIT_PAGE}/${seg(e.id)}`} aria-label={`View entry ${e.id}`}>
               View
             </a>
           ),
