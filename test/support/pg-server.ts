@@ -105,6 +105,31 @@ export async function startPgServer(opts: PgServerOptions = {}): Promise<PgServe
     rmSync(dir, { recursive: true, force: true });
     throw new Error(`initdb failed: ${init.stderr || init.stdout}`);
   }
+  return serveCluster(dir, data, opts);
+}
+
+/**
+ * A streaming standby of `primary`: `pg_basebackup -R` into a temp dir (a fast checkpoint; initdb's trust rules allow replication from
+ * 127.0.0.1), started read-only on its own port. `pg_wal_replay_pause()` on it stages replication lag.
+ */
+export async function startStandby(primary: PgServerHandle, opts: PgServerOptions = {}): Promise<PgServerHandle> {
+  const bin = binDir();
+  const user = runAs();
+  const dir = mkdtempSync(join(tmpdir(), 'gh-pg-standby-'));
+  const data = join(dir, 'data');
+  if (user) chownSync(dir, user.uid, user.gid);
+  chmodSync(dir, 0o700);
+  const backup = spawnSync(join(bin, 'pg_basebackup'), ['-h', '127.0.0.1', '-p', String(primary.port), '-U', 'postgres', '-D', data, '-R', '-X', 'stream', '--checkpoint=fast', '--no-sync'], { encoding: 'utf8', ...(user ?? {}) });
+  if (backup.status !== 0) {
+    rmSync(dir, { recursive: true, force: true });
+    throw new Error(`pg_basebackup failed: ${backup.stderr || backup.stdout}`);
+  }
+  return serveCluster(dir, data, { settings: { hot_standby: 'on', ...opts.settings } });
+}
+
+async function serveCluster(dir: string, data: string, opts: PgServerOptions): Promise<PgServerHandle> {
+  const bin = binDir();
+  const user = runAs();
   const port = await freePort();
   const url = `postgres://postgres@127.0.0.1:${port}/postgres`;
   let child: ChildProcess | null = null;
