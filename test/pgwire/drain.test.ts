@@ -33,6 +33,17 @@ function endOf(c: pg.Client, t0: () => number): Promise<{ code: string | undefin
   return new Promise((resolve) => c.once('error', (err: Error & { code?: string }) => resolve({ code: err.code, at: Date.now() - t0() })));
 }
 
+/** Resolves once another backend is running a statement containing `query` (pg_stat_activity), or fails after 20 s. */
+async function waitForUpstreamQuery(query: string): Promise<void> {
+  const deadline = Date.now() + 20_000;
+  for (;;) {
+    const running = await ww.direct(async (d) => (await d.query("select count(*)::int as n from pg_stat_activity where state = 'active' and pid <> pg_backend_pid() and strpos(query, $1) > 0", [query])).rows[0].n);
+    if (running > 0) return;
+    if (Date.now() > deadline) throw new Error(`no backend ran ${query} within 20 s`);
+    await sleep(25);
+  }
+}
+
 function connectRefused(port: number): Promise<boolean> {
   return new Promise((resolve) => {
     const s = net.connect({ host: '127.0.0.1', port });
@@ -56,7 +67,8 @@ describe('SIGTERM drain of the wire listener', () => {
     await abandoned.query("insert into notes (body) values ('drain-abandoned')");
     // psql inside a transaction that is still running its pg_sleep when shutdown begins, then commits.
     const psql = ww.psql('drain-writer', writer.key, ['-v', 'ON_ERROR_STOP=1'], "BEGIN;\ninsert into notes (body) values ('drain-psql');\nselect pg_sleep(1);\ninsert into notes (body) values ('drain-psql');\nCOMMIT;\n");
-    await sleep(400);
+    // Shutdown begins only once psql is inside its transaction, running the sleep (a loaded machine may take its time to get there).
+    await waitForUpstreamQuery('select pg_sleep(1)');
 
     let started = 0;
     const t0 = () => started;
@@ -97,6 +109,7 @@ describe('SIGTERM drain of the wire listener', () => {
 
     const p = await psql;
     expect(p.stderr).not.toMatch(/ERROR/);
+    expect(p.code).toBe(0);
     await stopping;
     expect(await notes('drain-finished')).toBe(2);
     expect(await notes('drain-psql')).toBe(2);
