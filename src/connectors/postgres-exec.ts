@@ -38,6 +38,12 @@ import {
  * resolves them in (PostgreSQL's default "$user", public would look first in a schema named after the role).
  */
 const GOVERNED_SYNTAX_OPTIONS = `-c client_encoding=UTF8 -c standard_conforming_strings=on -c search_path=${DEFAULT_SCHEMA}`;
+/**
+ * With masked reads (docs/least-privilege.md "Masked reads") the schema named after the current role comes first:
+ * after SET ROLE that is the managed role's masking schema, whose views mirror the governed tables of DEFAULT_SCHEMA
+ * under the same names with the redacted columns masked; only schemas the reconciliation owns can have such a name.
+ */
+const MASKED_READS_OPTIONS = `-c client_encoding=UTF8 -c standard_conforming_strings=on -c search_path="$user",${DEFAULT_SCHEMA}`;
 
 /** An error the upstream answered, with its SQLSTATE and fields already sanitized. */
 export class UpstreamSqlError extends Error {
@@ -414,7 +420,7 @@ export class UpstreamPools {
           statement_timeout: config.statement_timeout_ms,
           // Session defaults from the startup packet outrank role and database defaults, and RESET / DISCARD ALL restore
           // them: PostgreSQL keeps reading statements the way the gateway governed them (see parsesAsGoverned).
-          options: GOVERNED_SYNTAX_OPTIONS,
+          options: config.privileges === 'managed' && config.masked_reads === true ? MASKED_READS_OPTIONS : GOVERNED_SYNTAX_OPTIONS,
         },
         beforeConnect: (c) => {
           params.clear();

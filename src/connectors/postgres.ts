@@ -57,9 +57,16 @@ export const postgresConfigSchema = z
     privilege_admin: z.strictObject({ user: identifier, password_ref: secretRef.optional() }).optional(),
     /** Managed role names start with it; unset: `gh_` and a hash of the source id (role names are global to the server). */
     managed_role_prefix: z.string().min(2).max(30).regex(/^[a-z_][a-z0-9_]*_$/, 'must be lower-case letters, digits and _ and end with _').optional(),
+    /**
+     * With managed privileges: columns a policy redacts are read through masking views in a schema per managed role
+     * (the privilege admin then also needs CREATE on the database), and the roles hold no privilege on those base
+     * columns (docs/least-privilege.md "Masked reads").
+     */
+    masked_reads: z.boolean().optional(),
   })
   .refine((c) => !(c.password !== undefined && c.password_ref !== undefined), { message: 'give password or password_ref, not both', path: ['password_ref'] })
-  .refine((c) => c.privileges !== 'managed' || c.privilege_admin !== undefined, { message: 'managed privileges need privilege_admin (user and password_ref)', path: ['privilege_admin'] });
+  .refine((c) => c.privileges !== 'managed' || c.privilege_admin !== undefined, { message: 'managed privileges need privilege_admin (user and password_ref)', path: ['privilege_admin'] })
+  .refine((c) => c.masked_reads !== true || c.privileges === 'managed', { message: 'masked reads need privileges: managed', path: ['masked_reads'] });
 
 export type PostgresConfig = z.output<typeof postgresConfigSchema>;
 

@@ -3,7 +3,7 @@ import { createHash } from 'node:crypto';
 import type pg from 'pg';
 import { compilePolicies, type CompiledPolicySet } from '../governance/policy/index.js';
 import { roleRulesSchema, type Grant, type SourceRole } from '../governance/source-roles.js';
-import { desiredPrivileges, type DesiredInput, type DesiredPrivileges, type PrivilegeIdentity } from '../governance/privileges/desired.js';
+import { desiredPrivileges, type DesiredInput, type DesiredPrivileges } from '../governance/privileges/desired.js';
 import { emptyPlan, planReconciliation, planStatements, planSummary, type Plan } from '../governance/privileges/plan.js';
 import { postgresConfigSchema, sanitizePgError, type PostgresConfig } from '../connectors/postgres.js';
 import { connectPostgres } from '../connectors/postgres-connect.js';
@@ -11,6 +11,8 @@ import { resolveCredential } from '../connectors/credentials.js';
 import { listSourceRoles } from '../store/repos/source-roles.js';
 import { listGrantsForSource } from '../store/repos/grants.js';
 import { listPolicies } from '../store/repos/policies.js';
+import { listAnnotations } from '../store/repos/catalog.js';
+import { buildClassifications } from '../catalog/governance.js';
 import type { Db } from '../store/repos/util.js';
 import type { RegisteredSource } from '../registry/sources.js';
 import type { SecretRefResult } from '../config/secrets.js';
@@ -58,12 +60,16 @@ const MAX_REPORTED_STATEMENTS = 200;
 /** Statements sent per query string inside the transaction (one round trip each). */
 const STATEMENTS_PER_ROUND = 200;
 
-async function loadInputs(deps: ReconcileDeps, sourceId: string): Promise<{ roles: SourceRole[]; grants: Grant[]; identities: PrivilegeIdentity[]; policies: CompiledPolicySet }> {
-  const [roleRows, grantRows, identityRows, policyRows] = await Promise.all([
+type Inputs = Pick<DesiredInput, 'roles' | 'grants' | 'identities' | 'policies' | 'maskedReads' | 'classified'>;
+
+async function loadInputs(deps: ReconcileDeps, sourceId: string, maskedReads: boolean): Promise<Inputs> {
+  const [roleRows, grantRows, identityRows, policyRows, annotations] = await Promise.all([
     listSourceRoles(deps.db, sourceId),
     listGrantsForSource(deps.db, sourceId),
     deps.db.selectFrom('identities').select(['id', 'roles', 'team', 'enabled']).execute(),
     listPolicies(deps.db, { enabledOnly: true }),
+    // The catalog's confirmed classifications choose masks and feed redact_classified (masked reads only).
+    maskedReads ? listAnnotations(deps.db, sourceId) : Promise.resolve([]),
   ]);
   const roles: SourceRole[] = roleRows.map((r) => {
     // Stored rules that no longer validate count as no rules: a damaged record can only take privileges away.
@@ -86,7 +92,10 @@ async function loadInputs(deps: ReconcileDeps, sourceId: string): Promise<{ role
   } catch {
     policies = deps.currentPolicies();
   }
-  return { roles, grants, identities: identityRows.map((i) => ({ id: i.id, roles: [...i.roles], team: i.team, enabled: i.enabled })), policies };
+  const identities = identityRows.map((i) => ({ id: i.id, roles: [...i.roles], team: i.team, enabled: i.enabled }));
+  if (!maskedReads) return { roles, grants, identities, policies };
+  const { columnTags, byTag } = buildClassifications(annotations, []);
+  return { roles, grants, identities, policies, maskedReads, classified: { columnTags, byTag } };
 }
 
 async function adminClient(deps: ReconcileDeps, sourceId: string, config: PostgresConfig): Promise<pg.Client> {
@@ -119,7 +128,7 @@ export class ReconcileError extends Error {
 }
 
 function driftOf(plan: Plan): number {
-  return plan.revokes.length + plan.revokeMemberships.length + plan.resetAttributes.length + plan.dropRoles.length;
+  return plan.revokes.length + plan.revokeMemberships.length + plan.resetAttributes.length + plan.dropRoles.length + plan.dropViews.length + plan.dropSchemas.length;
 }
 
 export interface ReconcileTarget {
@@ -138,7 +147,7 @@ type Report = Omit<ReconcileResult, 'source_id' | 'dry_run' | 'duration_ms'>;
  * applied in one transaction and verified. `onPlan` sees the plan's report before it is applied (for a failure's report).
  */
 export async function reconcileOn(client: pg.Client, t: ReconcileTarget, onPlan: (r: Report) => void = () => undefined): Promise<Report> {
-  const structure = await readStructure(client);
+  const structure = await readStructure(client, t.prefix);
   const desired = desiredPrivileges({ sourceId: t.sourceId, prefix: t.prefix, structure, ...t.inputs, now: new Date() });
   const plan = planReconciliation(desired, await readActual(client, t.prefix, t.loginUser));
   const statements = planStatements(plan, t.loginUser);
@@ -177,7 +186,7 @@ export async function reconcileSource(deps: ReconcileDeps, source: RegisteredSou
   let client: pg.Client | null = null;
   let partial: Partial<ReconcileResult> = {};
   try {
-    const inputs = await loadInputs(deps, source.source_id);
+    const inputs = await loadInputs(deps, source.source_id, config.masked_reads === true);
     client = await adminClient(deps, source.source_id, config);
     const r = await reconcileOn(client, { sourceId: source.source_id, prefix, loginUser: config.user, inputs, dryRun: opts.dryRun }, (p) => (partial = p));
     return done(r);

@@ -68,7 +68,7 @@ describe('managed privileges read back from PostgreSQL', () => {
         const grants: Grant[] = g.map((x, i) => ({ id: i + 1, identity_id: x.identity, source_id: 'src', role_id: x.role, role_key: `k${x.role}`, enabled: true, expires_at: null, granted_by: null }));
         const identities = [1, 2, 3].map((id) => ({ id, roles: [], team: null, enabled: true }));
         const set = compilePolicies(policies, { version: 1 });
-        const structure = await readStructure(admin);
+        const structure = await readStructure(admin, prefix);
         const desired = desiredPrivileges({ sourceId: 'src', prefix, structure, roles: roles as SourceRole[], grants, identities, policies: set, now });
         const plan = planReconciliation(desired, await readActual(admin, prefix, 'postgres'));
         await admin.query('begin');

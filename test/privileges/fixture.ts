@@ -27,13 +27,15 @@ reset role;
 `;
 }
 
-export async function startManagedWorld(opts: { env?: Record<string, string>; sourceId?: string } = {}): Promise<ManagedWorld> {
+export async function startManagedWorld(opts: { env?: Record<string, string>; sourceId?: string; maskedReads?: boolean } = {}): Promise<ManagedWorld> {
   const prefix = `ght${randomBytes(3).toString('hex')}_`;
   const adminRole = `${prefix}adm`;
+  // Masked reads: the admin creates a schema per masked role, so it also needs CREATE on the database.
+  const masking = opts.maskedReads === true ? `do $$ begin execute format('grant create on database %I to %I', current_database(), '${adminRole}'); end $$;` : '';
   const ww = await startWireWorld({
     sourceId: opts.sourceId ?? 'mgd',
-    setupSql: tablesSql(adminRole),
-    sourceConfig: { privileges: 'managed', privilege_admin: { user: adminRole }, managed_role_prefix: prefix },
+    setupSql: tablesSql(adminRole) + masking,
+    sourceConfig: { privileges: 'managed', privilege_admin: { user: adminRole }, managed_role_prefix: prefix, ...(opts.maskedReads === true ? { masked_reads: true } : {}) },
     env: { SERVICE_GATEWAY__TEST_HOOKS__SKIP_SQL_ANALYSIS: 'true', SERVICE_GATEWAY__MANAGED_PRIVILEGES__RECONCILE_INTERVAL_SECONDS: '3600', ...opts.env },
   });
   const stop = ww.stop.bind(ww);

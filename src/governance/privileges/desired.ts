@@ -6,6 +6,9 @@
 import { compileGlobs, GLOB_SEP, type Matcher } from '../policy/glob.js';
 import { candidatesFor, evaluate, type CompiledPolicySet, type Operation } from '../policy/index.js';
 import { activeRoles, type Grant, type SourceRole, type SqlRule } from '../source-roles.js';
+import { joinName } from '../sql/names.js';
+import { redactedColumnMatcher } from '../sql/result-columns.js';
+import { maskedView, maskExpression, type MaskSpec, type MaskedView } from './masking.js';
 
 export type AtomKind = 'database' | 'schema' | 'table' | 'column' | 'sequence' | 'function';
 export type AtomPrivilege = 'CONNECT' | 'USAGE' | 'SELECT' | 'INSERT' | 'UPDATE' | 'DELETE' | 'EXECUTE';
@@ -30,6 +33,8 @@ export interface PrivilegeRelation {
   readonly kind: RelationKind;
   /** Visible columns in attnum order. */
   readonly columns: readonly string[];
+  /** Each column's type as `format_type` prints it (masked reads choose a mask by it); absent: every mask is NULL-typed text. */
+  readonly types?: readonly string[];
   /** Sequences owned by the relation's columns (serial defaults), `[schema, name]`: an INSERT needs USAGE on them. */
   readonly sequences: readonly (readonly [string, string])[];
 }
@@ -65,6 +70,13 @@ export interface DesiredInput {
   readonly identities: readonly PrivilegeIdentity[];
   readonly policies: CompiledPolicySet;
   readonly now: Date;
+  /**
+   * Masked reads (the source's `masked_reads`): columns a policy redacts for a role are left out of its base-table
+   * privileges and read through a masking view instead (masking.ts). Off: redaction stays the gateway's alone.
+   */
+  readonly maskedReads?: boolean;
+  /** The catalog's confirmed classifications: column (`schema.table.column`) → tags, and tag → columns (`redact_classified`). */
+  readonly classified?: { readonly columnTags: ReadonlyMap<string, readonly string[]>; readonly byTag: ReadonlyMap<string, readonly string[]> };
 }
 
 export interface DesiredPrivileges {
@@ -74,6 +86,8 @@ export interface DesiredPrivileges {
   readonly sessionRoles: ReadonlyMap<number, string>;
   /** CONNECT only: the role of identities without an active grant. */
   readonly baseRole: string;
+  /** Managed role name → its masking views (masked reads only; roles without any are absent; absent: none). */
+  readonly views?: ReadonlyMap<string, readonly MaskedView[]>;
 }
 
 /** Stable identity of an atom (diffs, sets, sorting). */
@@ -158,9 +172,52 @@ function entryNamesFunction(entry: string, f: PrivilegeFunction): boolean {
   return false;
 }
 
-/** The privileges the SQL rules give `who`, less every table or column a deny policy refuses `who`. */
-function atomsFor(ctx: Ctx, rules: readonly SqlRule[], who: Who): PrivilegeAtom[] {
+/** The columns of a table that the policies redact on reads by `who` (their redact_columns and redact_classified obligations). */
+function redactedColumns(ctx: Ctx, who: Who, rel: PrivilegeRelation, table: string, columns: readonly string[]): Set<string> {
+  const qualified = columns.map((c) => joinName(rel.schema, rel.name, c));
+  const d = evaluate(ctx.input.policies, {
+    identity: who,
+    source_id: ctx.input.sourceId,
+    operation: 'read',
+    tables: [table],
+    columns: qualified,
+    classification_tags: [],
+    classified: ctx.input.classified?.byTag,
+    roleDecision: { allowed: true },
+  });
+  const globs = d.effect === 'deny' ? [] : d.obligations.redact_columns;
+  if (globs.length === 0) return new Set();
+  const redacted = redactedColumnMatcher(globs);
+  return new Set(columns.filter((_, i) => redacted(qualified[i]!)));
+}
+
+/** One table's masking view for `who`: every allowed column, the redacted ones through their masks. */
+function maskSpec(ctx: Ctx, rel: PrivilegeRelation, allowed: readonly string[], masked: ReadonlySet<string>): MaskSpec {
+  return {
+    schema: rel.schema,
+    name: rel.name,
+    columns: allowed.map((c) => {
+      if (!masked.has(c)) return { name: c, mask: null };
+      const i = rel.columns.indexOf(c);
+      const type = rel.types?.[i] ?? 'text';
+      return { name: c, mask: maskExpression(c, type, ctx.input.classified?.columnTags.get(joinName(rel.schema, rel.name, c)) ?? []) };
+    }),
+  };
+}
+
+interface RoleSet {
+  readonly atoms: PrivilegeAtom[];
+  /** Masking views to create for the role (its name decides their schema: see withViews). */
+  readonly masks: readonly MaskSpec[];
+}
+
+/**
+ * The privileges the SQL rules give `who`, less every table or column a deny policy refuses `who`; with masked
+ * reads, less the base columns a policy redacts for `who`, which it reads through a masking view instead.
+ */
+function atomsFor(ctx: Ctx, rules: readonly SqlRule[], who: Who): RoleSet {
   const { structure } = ctx.input;
+  const masks: MaskSpec[] = [];
   const out: PrivilegeAtom[] = [{ kind: 'database', schema: '', name: structure.database, column: '', privilege: 'CONNECT' }];
   const schemas = new Set<string>();
   for (const rel of structure.relations) {
@@ -175,8 +232,11 @@ function atomsFor(ctx: Ctx, rules: readonly SqlRule[], who: Who): PrivilegeAtom[
     let any = false;
     if (read && !denies(ctx, who, 'read', q, null)) {
       const allowed = ctx.columnPolicies ? rel.columns.filter((c) => !denies(ctx, who, 'read', q, c)) : rel.columns;
-      if (allowed.length === rel.columns.length) out.push({ kind: 'table', schema: rel.schema, name: rel.name, column: '', privilege: 'SELECT' });
-      else for (const c of allowed) out.push({ kind: 'column', schema: rel.schema, name: rel.name, column: c, privilege: 'SELECT' });
+      const masked = ctx.input.maskedReads === true && allowed.length > 0 ? redactedColumns(ctx, who, rel, q, allowed) : new Set<string>();
+      const plain = masked.size === 0 ? allowed : allowed.filter((c) => !masked.has(c));
+      if (plain.length === rel.columns.length) out.push({ kind: 'table', schema: rel.schema, name: rel.name, column: '', privilege: 'SELECT' });
+      else for (const c of plain) out.push({ kind: 'column', schema: rel.schema, name: rel.name, column: c, privilege: 'SELECT' });
+      if (masked.size > 0) masks.push(maskSpec(ctx, rel, allowed, masked));
       any ||= allowed.length > 0;
     }
     // A materialized view cannot be written; DDL and admin operations have no grant (they need ownership).
@@ -199,13 +259,25 @@ function atomsFor(ctx: Ctx, rules: readonly SqlRule[], who: Who): PrivilegeAtom[
     }
   }
   for (const s of schemas) out.push({ kind: 'schema', schema: s, name: s, column: '', privilege: 'USAGE' });
-  return sortAtoms(out);
+  return { atoms: sortAtoms(out), masks };
 }
 
-function sameAtoms(a: readonly PrivilegeAtom[], b: readonly PrivilegeAtom[]): boolean {
-  if (a.length !== b.length) return false;
-  for (let i = 0; i < a.length; i++) if (atomKey(a[i]!) !== atomKey(b[i]!)) return false;
+function sameSet(a: RoleSet, b: RoleSet): boolean {
+  if (a.atoms.length !== b.atoms.length || JSON.stringify(a.masks) !== JSON.stringify(b.masks)) return false;
+  for (let i = 0; i < a.atoms.length; i++) if (atomKey(a.atoms[i]!) !== atomKey(b.atoms[i]!)) return false;
   return true;
+}
+
+/** A role's final privileges: its set, plus USAGE on its masking schema (named after it) and SELECT on its views. */
+function withViews(role: string, set: RoleSet, views: Map<string, readonly MaskedView[]>): readonly PrivilegeAtom[] {
+  if (set.masks.length === 0) return set.atoms;
+  const made = set.masks.map((m) => maskedView(role, m));
+  views.set(role, made);
+  return sortAtoms([
+    ...set.atoms,
+    { kind: 'schema', schema: role, name: role, column: '', privilege: 'USAGE' },
+    ...made.map((v): PrivilegeAtom => ({ kind: 'table', schema: v.schema, name: v.name, column: '', privilege: 'SELECT' })),
+  ]);
 }
 
 /**
@@ -225,11 +297,13 @@ export function desiredPrivileges(input: DesiredInput): DesiredPrivileges {
   const baseRole = baseRoleName(input.prefix);
   roles.set(baseRole, [{ kind: 'database', schema: '', name: input.structure.database, column: '', privilege: 'CONNECT' }]);
   const ownRoles = [...input.roles].filter((r) => r.source_id === input.sourceId && r.enabled).sort((a, b) => a.id - b.id);
-  const roleAtoms = new Map<number, readonly PrivilegeAtom[]>();
+  const views = new Map<string, readonly MaskedView[]>();
+  const roleSets = new Map<number, RoleSet>();
   for (const r of ownRoles) {
-    const atoms = atomsFor(ctx, r.rules.sql, NOBODY);
-    roleAtoms.set(r.id, atoms);
-    roles.set(sourceRoleName(input.prefix, r.role_key), atoms);
+    const set = atomsFor(ctx, r.rules.sql, NOBODY);
+    roleSets.set(r.id, set);
+    const name = sourceRoleName(input.prefix, r.role_key);
+    roles.set(name, withViews(name, set, views));
   }
   const sessionRoles = new Map<number, string>();
   const identities = [...input.identities].filter((i) => i.enabled).sort((a, b) => a.id - b.id);
@@ -237,15 +311,15 @@ export function desiredPrivileges(input: DesiredInput): DesiredPrivileges {
     const { active } = activeRoles({ source_id: input.sourceId, identity_id: identity.id, grants: input.grants, roles: ownRoles, now: input.now });
     if (active.length === 0) continue;
     const who = { id: identity.id, roles: [...identity.roles], team: identity.team };
-    const atoms = atomsFor(ctx, active.flatMap((a) => a.role.rules.sql), who);
-    const same = [...new Set(active.map((a) => a.role))].sort((a, b) => a.id - b.id).find((r) => sameAtoms(roleAtoms.get(r.id)!, atoms));
+    const set = atomsFor(ctx, active.flatMap((a) => a.role.rules.sql), who);
+    const same = [...new Set(active.map((a) => a.role))].sort((a, b) => a.id - b.id).find((r) => sameSet(roleSets.get(r.id)!, set));
     if (same !== undefined) {
       sessionRoles.set(identity.id, sourceRoleName(input.prefix, same.role_key));
     } else {
       const own = identityRoleName(input.prefix, identity.id);
-      roles.set(own, atoms);
+      roles.set(own, withViews(own, set, views));
       sessionRoles.set(identity.id, own);
     }
   }
-  return { roles, sessionRoles, baseRole };
+  return { roles, sessionRoles, baseRole, views };
 }

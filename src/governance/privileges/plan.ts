@@ -1,5 +1,7 @@
 // Reconciliation plans for managed roles (docs/least-privilege.md): the difference between desired and actual privileges, and the SQL that closes it. Pure: no I/O.
 import { atomKey, sortAtoms, type AtomKind, type DesiredPrivileges, type PrivilegeAtom } from './desired.js';
+import { quoteIdent } from './quote.js';
+import { markViewSql, type MaskedView } from './masking.js';
 
 /** What the source's catalogs say about one managed role (a role whose name starts with the prefix). */
 export interface ActualRole {
@@ -11,8 +13,19 @@ export interface ActualRole {
   readonly extraAttributes: readonly string[];
 }
 
+/** A view found in a managed role's masking schema, with its comment (the gateway's mark and definition). */
+export interface ActualView {
+  readonly schema: string;
+  readonly name: string;
+  readonly comment: string | null;
+}
+
 export interface ActualPrivileges {
   readonly roles: ReadonlyMap<string, ActualRole>;
+  /** Schemas named like managed roles (masking schemas); absent: none. */
+  readonly maskSchemas?: ReadonlySet<string>;
+  /** Views in those schemas; absent: none. */
+  readonly views?: readonly ActualView[];
   /** Managed roles the sessions' login user may SET ROLE to (it is a member of them). */
   readonly loginMemberOf: ReadonlySet<string>;
 }
@@ -33,13 +46,55 @@ export interface Plan {
   readonly grantLogin: readonly string[];
   readonly revokes: readonly PlannedGrant[];
   readonly grants: readonly PlannedGrant[];
+  /** Masking schemas to create (named after their role) and to drop with what they hold (no role wants them). */
+  readonly createSchemas: readonly string[];
+  readonly dropSchemas: readonly string[];
+  /** Masking views missing or different (`replace`: dropped first; its privileges are then granted again). */
+  readonly createViews: readonly (MaskedView & { readonly replace: boolean })[];
+  /** Views in a kept masking schema that no role wants: [schema, name]. */
+  readonly dropViews: readonly (readonly [string, string])[];
 }
 
 export function emptyPlan(plan: Plan): boolean {
   return (
-    plan.createRoles.length + plan.dropRoles.length + plan.resetAttributes.length + plan.revokeMemberships.length + plan.grantLogin.length + plan.revokes.length + plan.grants.length ===
+    plan.createRoles.length +
+      plan.dropRoles.length +
+      plan.resetAttributes.length +
+      plan.revokeMemberships.length +
+      plan.grantLogin.length +
+      plan.revokes.length +
+      plan.grants.length +
+      plan.createSchemas.length +
+      plan.dropSchemas.length +
+      plan.createViews.length +
+      plan.dropViews.length ===
     0
   );
+}
+
+const viewKey = (schema: string, name: string): string => JSON.stringify([schema, name]);
+
+/** Masking schemas and views: what to create, replace and drop; and the views whose privileges a replacement drops. */
+function planViews(desired: DesiredPrivileges, actual: ActualPrivileges): Pick<Plan, 'createSchemas' | 'dropSchemas' | 'createViews' | 'dropViews'> & { replaced: Set<string> } {
+  const want = [...(desired.views ?? new Map<string, readonly MaskedView[]>()).values()].flat();
+  const wantSchemas = new Set(want.map((v) => v.schema));
+  const haveSchemas = actual.maskSchemas ?? new Set<string>();
+  const have = new Map((actual.views ?? []).map((v) => [viewKey(v.schema, v.name), v]));
+  const wantKeys = new Set(want.map((v) => viewKey(v.schema, v.name)));
+  const replaced = new Set<string>();
+  const createViews: (MaskedView & { replace: boolean })[] = [];
+  for (const v of want) {
+    const h = have.get(viewKey(v.schema, v.name));
+    if (h !== undefined && h.comment === v.comment) continue;
+    if (h !== undefined) replaced.add(viewKey(v.schema, v.name));
+    createViews.push({ ...v, replace: h !== undefined });
+  }
+  const dropSchemas = [...haveSchemas].filter((s) => !wantSchemas.has(s)).sort();
+  const dropViews = [...have.values()]
+    .filter((v) => !wantKeys.has(viewKey(v.schema, v.name)) && wantSchemas.has(v.schema))
+    .map((v) => [v.schema, v.name] as const)
+    .sort();
+  return { createSchemas: [...wantSchemas].filter((s) => !haveSchemas.has(s)).sort(), dropSchemas, createViews, dropViews, replaced };
 }
 
 /**
@@ -54,6 +109,9 @@ export function planReconciliation(desired: DesiredPrivileges, actual: ActualPri
   const grantLogin: string[] = [];
   const revokes: PlannedGrant[] = [];
   const grants: PlannedGrant[] = [];
+  const views = planViews(desired, actual);
+  // A replaced view loses its privileges with it: they are neither revoked nor assumed, but granted again.
+  const kept = (a: PrivilegeAtom): boolean => a.kind !== 'table' || !views.replaced.has(viewKey(a.schema, a.name));
   const names = [...new Set([...desired.roles.keys(), ...actual.roles.keys()])].sort();
   for (const name of names) {
     const want = desired.roles.get(name);
@@ -64,11 +122,12 @@ export function planReconciliation(desired: DesiredPrivileges, actual: ActualPri
       for (const of of have.memberOf) revokeMemberships.push([name, of]);
     }
     const wantKeys = new Set((want ?? []).map(atomKey));
-    const haveKeys = new Set((have?.atoms ?? []).map(atomKey));
+    const haveAtoms = (have?.atoms ?? []).filter(kept);
+    const haveKeys = new Set(haveAtoms.map(atomKey));
     // A table-level REVOKE of a privilege also drops that privilege's column-level grants on the table: those the
     // role should keep are granted again after it.
     const revokedTables = new Set<string>();
-    for (const a of have?.atoms ?? []) {
+    for (const a of haveAtoms) {
       if (wantKeys.has(atomKey(a))) continue;
       revokes.push({ role: name, atom: a });
       if (a.kind === 'table') revokedTables.add(JSON.stringify([a.schema, a.name, a.privilege]));
@@ -80,13 +139,12 @@ export function planReconciliation(desired: DesiredPrivileges, actual: ActualPri
     if (want === undefined) dropRoles.push(name);
     else if (!actual.loginMemberOf.has(name)) grantLogin.push(name);
   }
-  return { createRoles, dropRoles, resetAttributes, revokeMemberships, grantLogin, revokes, grants };
+  const { replaced: _replaced, ...viewPlan } = views;
+  return { createRoles, dropRoles, resetAttributes, revokeMemberships, grantLogin, revokes, grants, ...viewPlan };
 }
 
-/** Double-quoted identifier, as quote_ident would produce. */
-export function quoteIdent(name: string): string {
-  return `"${name.replace(/"/g, '""')}"`;
-}
+
+export { quoteIdent } from './quote.js';
 
 const OBJECT_WORD: Readonly<Record<AtomKind, string>> = {
   database: 'DATABASE',
@@ -162,6 +220,13 @@ function privilegeStatements(verb: 'GRANT' | 'REVOKE', items: readonly PlannedGr
 export function planStatements(plan: Plan, loginUser: string): string[] {
   const out: string[] = [];
   for (const r of plan.createRoles) out.push(`CREATE ROLE ${quoteIdent(r)} NOLOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOINHERIT NOREPLICATION NOBYPASSRLS`);
+  // Masking schemas and views before the grants on them; owned by the privilege admin, so a view reads its table with
+  // the admin's privileges and the role needs none on the masked base columns.
+  for (const s of plan.createSchemas) out.push(`CREATE SCHEMA ${quoteIdent(s)}`);
+  for (const v of plan.createViews) {
+    if (v.replace) out.push(`DROP VIEW ${quoteIdent(v.schema)}.${quoteIdent(v.name)}`);
+    out.push(v.create, markViewSql(v));
+  }
   // Only the attributes that drifted: taking SUPERUSER away needs a superuser, and the admin is not one (that drift
   // then fails the reconciliation: fail closed).
   for (const [r, attrs] of plan.resetAttributes) out.push(`ALTER ROLE ${quoteIdent(r)} ${attrs.map((a) => `NO${a}`).join(' ')}`);
@@ -169,6 +234,9 @@ export function planStatements(plan: Plan, loginUser: string): string[] {
   out.push(...privilegeStatements('REVOKE', plan.revokes));
   out.push(...privilegeStatements('GRANT', plan.grants));
   for (const r of plan.grantLogin) out.push(`GRANT ${quoteIdent(r)} TO ${quoteIdent(loginUser)}`);
+  for (const [s, n] of plan.dropViews) out.push(`DROP VIEW ${quoteIdent(s)}.${quoteIdent(n)}`);
+  // Only schemas named like a managed role (catalog.ts reads no other): what they hold is the gateway's own views.
+  for (const s of plan.dropSchemas) out.push(`DROP SCHEMA ${quoteIdent(s)} CASCADE`);
   for (const r of plan.dropRoles) out.push(`DROP ROLE ${quoteIdent(r)}`);
   return out;
 }
@@ -183,5 +251,9 @@ export function planSummary(plan: Plan): Record<string, number> {
     grant_login: plan.grantLogin.length,
     revokes: plan.revokes.length,
     grants: plan.grants.length,
+    create_schemas: plan.createSchemas.length,
+    drop_schemas: plan.dropSchemas.length,
+    create_views: plan.createViews.length,
+    drop_views: plan.dropViews.length,
   };
 }

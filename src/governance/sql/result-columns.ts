@@ -41,6 +41,11 @@ const NAME_MAX_BYTES = 63;
 
 const matchers = new Map<string, (v: string) => boolean>();
 
+/** Whether a column (`schema.table.column`) is one the redaction globs name, case-insensitively, as result redaction decides it. */
+export function redactedColumnMatcher(globs: readonly string[]): (v: string) => boolean {
+  return matcherFor(globs);
+}
+
 function matcherFor(globs: readonly string[]): (v: string) => boolean {
   const key = globs.join('\u0000');
   let m = matchers.get(key);
