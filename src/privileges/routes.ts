@@ -1,4 +1,4 @@
-// Admin API of managed privileges (docs/least-privilege.md, docs/admin-api.md): the pending plan of a source (dry run), a reconciliation on demand, and the state sessions are decided by.
+// Admin API of managed privileges (docs/least-privilege.md, docs/admin-api.md): the pending plan of a source (dry run), a reconciliation on demand, and the state sessions are decided by; and the console page that shows them.
 import { z } from 'zod';
 import type { AdminModule } from '../admin/module.js';
 import { requirePermission } from '../admin/auth/principal.js';
@@ -6,6 +6,7 @@ import { sourceParams } from '../admin/api/data-sources.js';
 import { audit, notFound } from '../admin/api/shared.js';
 import { postgresRuntimeFor } from '../connectors/postgres-runtime.js';
 import { managedSettings, type ReconcileResult } from './reconciler.js';
+import { registerPrivilegePages } from './pages.js';
 
 const resultSchema = z.object({
   source_id: z.string(),
@@ -31,6 +32,7 @@ function present(r: ReconcileResult) {
 }
 
 export const privilegesModule: AdminModule = ({ app, api, services }) => {
+  registerPrivilegePages({ app, api });
   const read = requirePermission('sources:read');
   const write = requirePermission('sources:write');
   const managedSource = (sourceId: string) => {

@@ -275,6 +275,16 @@ export function registerDataSourcePages({ app, api, services }: AdminModuleConte
           <dd>
             <Time value={source.created_at} />
           </dd>
+          {(source.connection_config as { privileges?: unknown } | null)?.privileges === 'managed' ? (
+            <>
+              <dt>Privileges</dt>
+              <dd>
+                <a href={`${BASE}/${seg(sourceId)}/privileges`}>Managed roles: state and pending plan</a>
+              </dd>
+            </>
+          ) : (
+            ''
+          )}
           {ctx.can('catalog:read') ? (
             <>
               <dt>Catalog</dt>
