@@ -14,6 +14,8 @@ beforeAll(async () => {
   await waitFor(async () => (await privilegeState(mw)).status === 'ok', 15_000, 'the first reconciliation').catch(async (e: unknown) => {
     throw new Error(`${String(e)}: ${JSON.stringify(await privilegeState(mw))}`);
   });
+  // Only public is mirrored: a table of another schema gets no view, and its redacted column no privilege.
+  await mw.asAdmin((a) => a.query("create schema sales; create table sales.orders (id int, card text); insert into sales.orders values (1, '4111111111111111')"));
   for (const [path, classification] of [
     ['public.customers.email', 'email'],
     ['public.customers.ssn', 'ssn'],
@@ -25,7 +27,7 @@ beforeAll(async () => {
   policyId = await mw.world.policy({
     name: 'mask customers for mask-agent',
     conditions: { identity_ids: [agent.id] },
-    actions: { effect: 'allow', redact_columns: ['public.customers.name', 'public.customers.id'], redact_classified: ['email', 'ssn'] },
+    actions: { effect: 'allow', redact_columns: ['public.customers.name', 'public.customers.id', 'sales.orders.card'], redact_classified: ['email', 'ssn'] },
   });
   await waitFor(async () => (await privilegeState(mw)).session_roles[String(agent.id)] === own(), 15_000, 'the identity gets its own masked role');
 }, 90_000);
@@ -73,6 +75,12 @@ describe('the database returns the redacted form', () => {
     expect(await col('name')).toBe(false);
     expect(await col('id')).toBe(false);
     expect((await upstream<{ ok: boolean }>('select has_table_privilege($1, $2, $3) as ok', [own(), `"${own()}".customers`, 'select']))[0]!.ok).toBe(true);
+    // Another schema's redacted column: no view (views mirror public only), no privilege, the rest granted.
+    expect(await col('id')).toBe(false);
+    const sales = async (c: string) => (await upstream<{ ok: boolean }>('select has_column_privilege($1, $2, $3, $4) as ok', [own(), 'sales.orders', c, 'select']))[0]!.ok;
+    expect(await sales('card')).toBe(false);
+    expect(await sales('id')).toBe(true);
+    expect(await upstream('select 1 from pg_class where relnamespace = $1::regnamespace and relname = $2', [own(), 'orders'])).toHaveLength(0);
     // The reader role of everyone else is unchanged: no mask, the whole table.
     expect((await upstream<{ ok: boolean }>('select has_table_privilege($1, $2, $3) as ok', [`${mw.prefix}r_reader`, 'public.customers', 'select']))[0]!.ok).toBe(true);
   });
@@ -98,6 +106,9 @@ describe('the database returns the redacted form', () => {
         expect((await sqlError(c.query(sql))).code, sql).toBe('42501');
       }
       expect((await sqlError(c.query('copy public.customers (ssn) to stdout'))).code).toBe('42501');
+      expect((await sqlError(c.query('select card from sales.orders'))).code).toBe('42501');
+      // The database allows the unredacted column (the gateway, its analysis off, redacts the whole statement's result).
+      expect((await c.query('select id from sales.orders')).rows).toHaveLength(1);
     } finally {
       await c.end();
     }

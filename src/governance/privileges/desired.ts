@@ -7,6 +7,7 @@ import { compileGlobs, GLOB_SEP, type Matcher } from '../policy/glob.js';
 import { candidatesFor, evaluate, type CompiledPolicySet, type Operation } from '../policy/index.js';
 import { activeRoles, type Grant, type SourceRole, type SqlRule } from '../source-roles.js';
 import { joinName } from '../sql/names.js';
+import { DEFAULT_SCHEMA } from '../sql/types.js';
 import { redactedColumnMatcher } from '../sql/result-columns.js';
 import { maskedView, maskExpression, type MaskSpec, type MaskedView } from './masking.js';
 
@@ -236,7 +237,9 @@ function atomsFor(ctx: Ctx, rules: readonly SqlRule[], who: Who): RoleSet {
       const plain = masked.size === 0 ? allowed : allowed.filter((c) => !masked.has(c));
       if (plain.length === rel.columns.length) out.push({ kind: 'table', schema: rel.schema, name: rel.name, column: '', privilege: 'SELECT' });
       else for (const c of plain) out.push({ kind: 'column', schema: rel.schema, name: rel.name, column: c, privilege: 'SELECT' });
-      if (masked.size > 0) masks.push(maskSpec(ctx, rel, allowed, masked));
+      // Views mirror the schema unqualified names are governed in (the masking schema stands in front of it in the
+      // upstream search_path): elsewhere a redacted column is simply not granted, and the database refuses it.
+      if (masked.size > 0 && rel.schema === DEFAULT_SCHEMA) masks.push(maskSpec(ctx, rel, allowed, masked));
       any ||= allowed.length > 0;
     }
     // A materialized view cannot be written; DDL and admin operations have no grant (they need ownership).
