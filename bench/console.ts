@@ -4,6 +4,7 @@ import { Kysely, PostgresDialect, sql } from 'kysely';
 import pg from 'pg';
 import { floorMinute, minuteTotals, rollUp } from '../src/alerts/figures.js';
 import type { AlertsDatabase } from '../src/alerts/schema.js';
+import { ensurePartitionsFor, maintainPartitions } from '../src/audit/partitions.js';
 import { searchAudit } from '../src/audit/search.js';
 import { startTestService, type TestService } from '../test/support/service.js';
 import { AdminClient } from '../test/support/admin-client.js';
@@ -53,6 +54,8 @@ async function subject(size: number): Promise<Subject> {
   await sql`insert into data_sources (source_id, name, source_type, connection_config)
     select 'src-' || g, 'src-' || g, 'http', jsonb_build_object('base_url', 'http://127.0.0.1:9/') from generate_series(1, ${SOURCES}) g`.execute(db);
   const span = HISTORY_DAYS * 86_400 - 120;
+  // Daily partitions for the history (the writer's fallback and the worker's maintenance create them in service).
+  await ensurePartitionsFor(db, Array.from({ length: HISTORY_DAYS + 2 }, (_, i) => new Date(Date.now() - (HISTORY_DAYS - i) * 86_400_000)));
   for (let done = 0; done < size; done += 500_000) {
     const n = Math.min(500_000, size - done);
     await generate(n, `now() - interval '${HISTORY_DAYS} days' + make_interval(secs => ${(done / size) * span})`, (n / size) * span).execute(db);
@@ -62,6 +65,8 @@ async function subject(size: number): Promise<Subject> {
       case when g % ${PENDING_EVERY} = 0 then 'pending' else (array['approved','rejected','expired','executed','failed'])[1 + g % 5] end,
       now() - make_interval(secs => g * 30), now() - make_interval(secs => g * 30) + interval '1 day', '{}'::jsonb
     from generate_series(1, ${APPROVALS}) g`.execute(db);
+  // As the worker's partition maintenance does: the search indexes of every closed (past) day are built.
+  const built = await maintainPartitions(db, { monthsAhead: 1, retentionDays: 36_500, concurrently: false });
   await sql`analyze`.execute(db);
   // The worker's alert evaluator keeps the per-minute rollups; here they are caught up from a day back, as it would have.
   await sql`insert into alert_rollup_state (id, watermark) values (true, ${new Date(floorMinute(Date.now()) - 86_400_000 - 3_600_000).toISOString()}::timestamptz)`.execute(db);
@@ -71,7 +76,7 @@ async function subject(size: number): Promise<Subject> {
   // A cursor half-way down the log: a deep page, reached without an offset.
   const mid = await sql<{ ts: Date; id: string }>`select ts, id from audit_entries order by ts desc, id desc limit 1 offset ${Math.floor(size / 2)}`.execute(db);
   const deepCursor = Buffer.from(JSON.stringify([mid.rows[0]!.ts.toISOString(), mid.rows[0]!.id])).toString('base64url');
-  console.log(`filled ${size.toLocaleString('en')} entries, ${APPROVALS.toLocaleString('en')} approvals (${APPROVALS / PENDING_EVERY} pending) and the rollups in ${(fill / 1000).toFixed(1)} s`);
+  console.log(`filled ${size.toLocaleString('en')} entries, ${APPROVALS.toLocaleString('en')} approvals (${APPROVALS / PENDING_EVERY} pending) and the rollups in ${(fill / 1000).toFixed(1)} s (${built.indexed.length} partition indexes built)`);
   return { size, svc, db, admin, times: new Map(), cpu: new Map(), deepCursor };
 }
 
@@ -125,9 +130,19 @@ async function plans(s: Subject): Promise<void> {
       if (!/^\s*(select|with)/i.test(q.sql)) continue;
       const plan = await client.query<{ 'QUERY PLAN': string }>(`explain (analyze, costs off, timing off, summary on) ${q.sql}`, q.params as unknown[]);
       const lines = plan.rows.map((r) => r['QUERY PLAN']);
-      const scans = lines.filter((l) => /Scan|Execution Time/.test(l)).map((l) => l.trim().replace(/\s+/g, ' '));
-      // Partition scans repeat per month; one line each kind is enough to read.
-      console.log(`  [${s.size.toLocaleString('en')}] ${q.label}: ${[...new Set(scans.map((l) => l.replace(/audit_entries_p\d+/g, 'audit_entries_pN')))].join(' | ')}`);
+      // Partition scans repeat per day: each kind once, with how many partitions it ran on and the rows it returned.
+      const kinds = new Map<string, { n: number; rows: number }>();
+      for (const l of lines) {
+        const m = /(Seq Scan|Index Only Scan|Index Scan|Bitmap Index Scan|Bitmap Heap Scan)(?: using (\S+))? on (\S+).*actual rows=(\d+)/.exec(l);
+        if (!m) continue;
+        const key = `${m[1]}${m[2] ? ` using ${m[2]}` : ''} on ${m[3]}`.replace(/audit_entries_p\d+/g, 'audit_entries_p*');
+        const k = kinds.get(key) ?? { n: 0, rows: 0 };
+        k.n++;
+        k.rows += Number(m[4]);
+        kinds.set(key, k);
+      }
+      const time = lines.find((l) => l.startsWith('Execution Time'))?.replace('Execution Time: ', '') ?? '?';
+      console.log(`  [${s.size.toLocaleString('en')}] ${q.label} (${time}): ${[...kinds].map(([k, v]) => `${k} ×${v.n} (${v.rows} rows)`).join('; ')}`);
     }
   } finally {
     client.release();
