@@ -317,6 +317,54 @@ describe('grants on several schemas', () => {
   });
 });
 
+describe('startup options and resets', () => {
+  test('-c search_path=secret at login governs the session under it; RESET ALL and DISCARD ALL return to it', async () => {
+    const c = await ww.client('sp-public', pub.key, { options: '-c search_path=secret' } as never);
+    try {
+      expect((await c.query('show search_path')).rows[0].search_path).toBe('secret');
+      expect((await sqlError(c.query('select name from users'))).code).toBe('42501');
+      await c.query('SET search_path = public');
+      expect(await names(c)).toEqual(['pub']);
+      for (const reset of ['RESET ALL', 'DISCARD ALL', 'RESET search_path']) {
+        await c.query(reset);
+        expect((await c.query('show search_path')).rows[0].search_path, reset).toBe(reset === 'RESET search_path' ? 'secret' : 'secret');
+        expect((await sqlError(c.query('select name from users'))).code, reset).toBe('42501');
+        await c.query('SET search_path = public');
+      }
+      // A string ending in RESET ALL: the statements before it run under public, the next one under the startup path.
+      expect((await c.query('select name from users; RESET ALL')) as unknown as pg.QueryResult[]).toHaveLength(2);
+      expect((await sqlError(c.query('select name from users'))).code).toBe('42501');
+    } finally {
+      await c.end();
+    }
+    const allowed = await ww.client('sp-secret', secretReader.key, { options: '-c search_path=secret,public' } as never);
+    try {
+      expect((await allowed.query('select name from users')).rows).toEqual([{ name: 'sec' }]);
+    } finally {
+      await allowed.end();
+    }
+  });
+
+  test('a DISCARD ALL PostgreSQL skips in a failed batch, or refuses in a block, leaves the statement names in place', async () => {
+    const s = await openRawSession(ww, 'sp-public', pub.key);
+    try {
+      expect((await s.send(parseMessage('kept', 'select 1'), syncMessage())).errors).toEqual([]);
+      const batch = await s.send(parseMessage('', 'select 1/0'), bindMessage('', '', []), executeMessage('', 0), parseMessage('', 'DISCARD ALL'), bindMessage('', '', []), executeMessage('', 0), syncMessage());
+      expect(batch.errors).toEqual(['22012']);
+      expect((await s.send(bindMessage('', 'kept', []), executeMessage('', 0), syncMessage())).errors).toEqual([]);
+      expect((await s.send(queryMessage('begin'))).errors).toEqual([]);
+      expect((await s.send(parseMessage('', 'DISCARD ALL'), bindMessage('', '', []), executeMessage('', 0), syncMessage())).errors).toEqual(['25001']);
+      expect((await s.send(queryMessage('rollback'))).errors).toEqual([]);
+      expect((await s.send(bindMessage('', 'kept', []), executeMessage('', 0), syncMessage())).errors).toEqual([]);
+      // Completed, it drops them, as PostgreSQL does.
+      expect((await s.send(parseMessage('', 'DISCARD ALL'), bindMessage('', '', []), executeMessage('', 0), syncMessage())).errors).toEqual([]);
+      expect((await s.send(bindMessage('', 'kept', []), executeMessage('', 0), syncMessage())).errors).toEqual(['26000']);
+    } finally {
+      await s.close();
+    }
+  });
+});
+
 describe('other clients', () => {
   test('psql: SET search_path then an unqualified read of a schema the grant does not cover is 42501', async () => {
     const r = await ww.psql('sp-public', pub.key, ['-v', 'VERBOSITY=verbose', '-c', 'SET search_path = secret', '-c', 'select name from users', '-c', 'RESET search_path', '-c', 'select name from users']);

@@ -469,7 +469,8 @@ class WireConnection {
       const role = managedRole ?? identity.mapped_pg_role;
       if (role) await this.#upstream.simple(`SET ROLE ${quoteIdent(role)}`);
       // One statement, so an unknown setting fails the login with PostgreSQL's own error (42704), as it would there.
-      await this.#upstream.simple(settings.settings.map(([k, v]) => `SET ${quoteIdent(k)} = ${quoteLiteral(v)}`).join('; '));
+      // set_config reads a value as PostgreSQL reads a startup option (a list setting such as search_path as a list).
+      await this.#upstream.simple(`SELECT ${settings.settings.map(([k, v]) => `pg_catalog.set_config(${quoteLiteral(k)}, ${quoteLiteral(v)}, false)`).join(', ')}`);
     } catch (err) {
       if (this.#upstream) await deps.pools.release(this.#upstream).catch(() => undefined);
       this.#upstream = null;

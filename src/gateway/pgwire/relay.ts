@@ -41,7 +41,7 @@ import { auditColumns, changesStructure, errorMayQuoteRedacted, provenanceRedact
 import type { StatementColumns } from '../../governance/sql/provenance.js';
 import { CopyOutStream, TEXT_LIKE_OIDS, binaryRefusal, copyOutTarget, describeMessages, relationColumns, type CopyColumns, type CopyOutStatement, type CopyStep } from './copy-plan.js';
 import { SessionSearchPath } from './search-path.js';
-import { pathResolution, type PathEffect, type SearchPath } from '../../governance/sql/search-path.js';
+import { parsePathText, pathResolution, type PathEffect, type SearchPath } from '../../governance/sql/search-path.js';
 import { DecisionMemo, WIRE_EXECUTE_STAGES, WIRE_PARSE_STAGES, decideStatement, endRecorded, recheckColumns, type StatementDecision, type WireDecider } from './decide.js';
 
 
@@ -85,6 +85,8 @@ interface StatementRun {
   ended: boolean;
   /** A COPY … TO STDOUT: its stream, redacted and bounded as it passes. */
   copy?: CopyOutStream;
+  /** DISCARD ALL: the protocol names it drops when PostgreSQL completes it (those still meaning what they meant then). */
+  dropsNames?: { statements: Map<string, string>; portals: Map<string, Portal> };
 }
 
 interface Portal {
@@ -134,7 +136,7 @@ type Pending =
    * The governed session state re-applied after a session reset (session-reset.ts), never shown to the client. `remaining`:
    * the completion messages still owed by the extended form, or null for the simple form (answered up to ReadyForQuery).
    */
-  | { kind: 'reapply'; remaining: number | null; error: ErrorFields | null }
+  | { kind: 'reapply'; remaining: number | null; error: ErrorFields | null; path: PathEffect | null }
   /** A FunctionCall relayed upstream: one FunctionCallResponse or ErrorResponse, then ReadyForQuery. */
   | { kind: 'fcall'; run: StatementRun; fn: CalledFunction; resultFormat: number };
 
@@ -214,10 +216,15 @@ export class WireRelay {
   /** Decisions of prepared statements, reused by Parse and Execute while their inputs are unchanged. */
   readonly memo: DecisionMemo;
   /** The session's search_path as the upstream holds it, and the paths a statement decided now may run under. */
-  readonly #path = new SessionSearchPath();
+  readonly #path: SessionSearchPath;
+  /** The client's startup search_path, re-applied after a reset (null: none, the session starts in public). */
+  readonly #startupPath: SearchPath | null;
 
   constructor(private readonly client: net.Socket, private readonly upstream: UpstreamConnection, private readonly deps: RelayDeps) {
     this.memo = new DecisionMemo(deps.decider.pipeline);
+    const startup = deps.session.settings.find(([k]) => k.toLowerCase() === 'search_path');
+    this.#startupPath = startup === undefined ? null : parsePathText(startup[1]);
+    this.#path = new SessionSearchPath(this.#startupPath ?? undefined);
     this.#clientTx = upstream.transactionStatus;
     upstream.setHandler(
       (type, raw, body) => this.#onUpstream(type, raw, body),
@@ -539,11 +546,11 @@ export class WireRelay {
     for (const [i, d] of decisions.entries()) this.#forgetSqlNames(d.req, texts[i]!);
     this.#pending.push({ kind: 'query', runs, index: 0, localError: null });
     this.upstream.write(queryMessage(sql));
-    const reapply = this.#resetReapply(decisions[decisions.length - 1]!.req, texts[texts.length - 1]!);
+    const reapply = this.#resetReapply(runs[runs.length - 1]!, texts[texts.length - 1]!);
     if (reapply !== null) {
       // A Query of its own, written before anything else the client sends: it runs before the client's next statement.
-      this.#pending.push({ kind: 'reapply', remaining: null, error: null });
-      this.upstream.write(reapplyQuery(reapply));
+      this.#pending.push({ kind: 'reapply', remaining: null, error: null, path: reapply.path });
+      this.upstream.write(reapplyQuery(reapply.sql));
     }
   }
 
@@ -551,15 +558,19 @@ export class WireRelay {
    * After a statement that resets part of the governed session state (session-reset.ts): forgets the protocol names
    * DISCARD ALL drops, and returns the statement that re-applies what it undid, or null.
    */
-  #resetReapply(req: GovernedRequest, sql: string): string | null {
-    if (!req.sql?.statements.some((st) => RESET_KINDS.has(st.kind))) return null;
+  #resetReapply(run: StatementRun, sql: string): { sql: string; path: PathEffect | null } | null {
+    if (!run.req.sql?.statements.some((st) => RESET_KINDS.has(st.kind))) return null;
     const effect = resetEffect(sql);
     if (effect === null) return null;
-    if (effect.dropsNames) {
-      this.#statements.clear();
-      this.#portals.clear();
-    }
-    return reapplySql(this.deps.session, effect);
+    // Forgotten when PostgreSQL completes the reset (a reset it rejects, or skips in a failed batch, drops nothing).
+    if (effect.dropsNames) run.dropsNames = { statements: new Map(this.#statements), portals: new Map(this.#portals) };
+    const reapply = reapplySql(this.deps.session, effect);
+    if (reapply === null) return null;
+    // The client's startup search_path comes back with it: the statements behind it may run under either path.
+    const path: PathEffect | null =
+      this.#startupPath !== null && (effect.settings === 'all' || effect.settings.includes('search_path')) ? { kind: 'set', path: this.#startupPath, local: false } : null;
+    if (path !== null) this.#path.decided([path]);
+    return { sql: reapply, path };
   }
 
   async #parse(frame: Frame): Promise<void> {
@@ -663,11 +674,11 @@ export class WireRelay {
     }
     this.#pending.push({ kind: 'execute', run });
     this.#batch.push(frame.raw);
-    const reapply = this.#resetReapply(decision.req, portal.sql);
+    const reapply = this.#resetReapply(run, portal.sql);
     if (reapply !== null) {
       // Right behind the Execute, inside the client's batch: skipped with it when it fails, before anything after it.
-      this.#pending.push({ kind: 'reapply', remaining: REAPPLY_EXTENDED_COMPLETIONS, error: null });
-      this.#batch.push(reapplyExtended(reapply));
+      this.#pending.push({ kind: 'reapply', remaining: REAPPLY_EXTENDED_COMPLETIONS, error: null, path: reapply.path });
+      this.#batch.push(reapplyExtended(reapply.sql));
     }
   }
 
@@ -751,7 +762,11 @@ export class WireRelay {
       h.error ??= { sqlstate: f.get('C') ?? 'XX000', message: f.get('M') ?? 'upstream error' };
       if (h.remaining === null) return;
     } else if (h.remaining !== null) {
+      if (type === Backend.CommandComplete && h.path !== null && h.error === null) this.#path.completed([h.path], 'SELECT', '');
       if (COMPLETION_TYPES.has(type) && --h.remaining === 0) this.#pending.shift();
+      return;
+    } else if (type === Backend.CommandComplete && h.path !== null) {
+      this.#path.completed([h.path], 'SELECT', '');
       return;
     } else if (type !== Backend.ReadyForQuery) return;
     if (h.remaining === null) this.#pending.shift();
@@ -1202,6 +1217,10 @@ export class WireRelay {
     if (run?.copy) run.redactions = run.copy.redactions;
     // PostgreSQL completed it: what it did to the session's path holds (whatever the gateway tells the client next).
     if (run?.req.sql) this.#path.completed(effectsOf(run.req), commandTag(raw), pathKey(run.req));
+    if (run?.dropsNames) {
+      for (const [k, v] of run.dropsNames.statements) if (this.#statements.get(k) === v) this.#statements.delete(k);
+      for (const [k, v] of run.dropsNames.portals) if (this.#portals.get(k) === v) this.#portals.delete(k);
+    }
     if (run && run.req.audit && !run.ended) {
       if ((run.plan?.refuseBinary || run.limitHit) && h?.kind === 'query') h.cut = true;
       if (run.plan?.refuseBinary || run.limitHit) this.#gatewayError = true;

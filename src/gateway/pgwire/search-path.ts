@@ -110,11 +110,18 @@ const UNKNOWN = '\u0001unknown';
  * back a value held before). Statements are governed in every one of those paths.
  */
 export class SessionSearchPath {
-  #confirmed = new PathState();
-  #optimistic = new PathState();
+  #confirmed: PathState;
+  #optimistic: PathState;
   #seen = new Map<string, SearchPath>();
   /** SQL PREPARE names and the path key (PathResolution.key, '' for the default) their statement was governed under. */
   readonly #prepared = new Map<string, string>();
+
+  /** `initial`: the client's startup search_path (what its session starts with), else the governed default. */
+  constructor(initial: SearchPath = GOVERNED_PATH) {
+    this.#confirmed = new PathState();
+    this.#confirmed.committed = this.#confirmed.current = this.#confirmed.pending = initial;
+    this.#optimistic = this.#confirmed.clone();
+  }
 
   /** The upstream answered everything sent: only the confirmed value holds. */
   settle(): void {

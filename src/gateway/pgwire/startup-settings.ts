@@ -1,6 +1,6 @@
 // The settings a client's startup packet asks for (its parameters and `options`' -c switches): which the upstream session takes, bounded where the operator caps them, and which are refused because they could escape governance.
 import { durationMs, settingChangeTraps } from '../../governance/sql/functions.js';
-import { DEFAULT_SCHEMA } from '../../governance/sql/types.js';
+import { parsePathText } from '../../governance/sql/search-path.js';
 import type { ErrorFields } from './protocol.js';
 
 /** Startup parameters that are not settings: the login's own, or protocol extensions (`_pq_.*`), which are not offered. */
@@ -57,8 +57,8 @@ export function startupSettings(params: Readonly<Record<string, string>>, maxSta
 /** Why a startup setting could escape governance, or null. */
 function escapeProblem(name: string, value: string): string | null {
   if (REFUSED_AT_STARTUP.has(name)) return 'it could bypass the database\'s own checks or the gateway\'s session';
-  // search_path: only the schema the classifier resolves unqualified names in (docs/pgwire.md).
-  if (name === 'search_path') return value.trim().replace(/^"|"$/g, '') === DEFAULT_SCHEMA ? null : `unqualified names are governed in schema "${DEFAULT_SCHEMA}" only`;
+  // search_path: the session tracks it and governs unqualified names along it (docs/pgwire.md "search_path").
+  if (name === 'search_path') return parsePathText(value) !== null ? null : 'it is not a list of schema names';
   const traps = settingChangeTraps(name, value);
   return traps.length === 0 ? null : `the same SET is refused (${traps.join(', ')})`;
 }
