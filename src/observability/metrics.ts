@@ -1,10 +1,10 @@
 // The process's metrics (spec §9 observability): one registry rendered as Prometheus text at /metrics and mirrored to OTLP when an endpoint is set; see docs/observability.md.
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
-import type { Attributes, Histogram as OtelHistogram, Meter, ObservableResult } from '@opentelemetry/api';
+import type { Attributes, Meter, ObservableResult } from '@opentelemetry/api';
 import type { AuditEntry } from '../audit/entry.js';
 
 /** Request latency buckets, seconds: a cache hit is sub-millisecond, an upstream call tens of milliseconds, a timeout seconds. */
-const LATENCY_BUCKETS = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30];
+export const LATENCY_BUCKETS = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30];
 
 /** One gauge's current values, read when scraped (or exported): label values by label name, and the number. */
 export type GaugeSample = { labels?: Record<string, string>; value: number };
@@ -13,7 +13,14 @@ export type GaugeReader = () => GaugeSample[] | Promise<GaugeSample[]>;
 interface RequestSeries {
   count: Counter.Internal;
   seconds: Histogram.Internal<string>;
-  attributes: Attributes;
+}
+
+/** A histogram as OTLP export reads it from the registry (src/observability/telemetry.ts): its OTel name, and prom-client's values. */
+export interface ExportedHistogram {
+  name: string;
+  description: string;
+  /** prom-client's `get()` values: `<name>_bucket` (cumulative, with `le`), `_sum` and `_count` per label set. */
+  values: ReadonlyArray<{ labels: Partial<Record<string, string | number>>; value: number; metricName?: string }>;
 }
 
 interface ReaderEntry {
@@ -23,11 +30,6 @@ interface ReaderEntry {
   kind: 'gauge' | 'counter';
 }
 
-interface OtelMirror {
-  /** Its count is the request count: one record per request is all export costs on the hot path. */
-  seconds: OtelHistogram;
-  auditInsertSeconds: OtelHistogram;
-}
 
 export class Metrics {
   readonly registry = new Registry();
@@ -41,7 +43,6 @@ export class Metrics {
   readonly #cacheSeries = new Map<string, Map<string, Counter.Internal>>();
   readonly #gauges: ReaderEntry[] = [];
   #otelMeter: { add(entry: ReaderEntry): void } | null = null;
-  #otel: OtelMirror | null = null;
 
   constructor(opts: { processMetrics?: boolean } = {}) {
     const registers = [this.registry];
@@ -60,7 +61,6 @@ export class Metrics {
     const seconds = entry.duration_ms / 1000;
     series.seconds.observe(seconds);
     if (entry.cache !== null) this.#cacheFor(entry.channel, entry.cache).inc();
-    this.#otel?.seconds.record(seconds, series.attributes);
   }
 
   /** One batch insert of the audit writer: its duration and whether PostgreSQL took it. */
@@ -68,7 +68,17 @@ export class Metrics {
     const outcome = ok ? 'ok' : 'failed';
     this.#auditInsertSeconds.observe({ outcome }, seconds);
     if (!ok) this.#auditInsertFailures.inc();
-    this.#otel?.auditInsertSeconds.record(seconds, { outcome });
+  }
+
+  /**
+   * The latency histograms as OTLP export reads them, at export time (an OTel MetricProducer over this registry):
+   * a request costs export nothing (docs/decisions/0023-operations-scale.md).
+   */
+  async histograms(): Promise<ExportedHistogram[]> {
+    return [
+      { name: 'gatehouse.request.duration', description: 'Request duration from arrival to the audit entry, by front door (channel), decision and status; its count is the request count.', values: (await this.#requestSeconds.get()).values },
+      { name: 'gatehouse.audit.write.duration', description: 'Time to store one batch of audit entries.', values: (await this.#auditInsertSeconds.get()).values },
+    ];
   }
 
   /**
@@ -129,12 +139,8 @@ export class Metrics {
     return this.registry.contentType;
   }
 
-  /** Mirrors every series into an OpenTelemetry meter (OTLP export); called only when an endpoint is configured. */
+  /** Mirrors counters and gauges into an OpenTelemetry meter (OTLP export; histograms: histograms()); called only when an endpoint is configured. */
   mirrorTo(meter: Meter): void {
-    this.#otel = {
-      seconds: meter.createHistogram('gatehouse.request.duration', { unit: 's', description: 'Request duration from arrival to the audit entry, by front door (channel), decision and status; its count is the request count.', advice: { explicitBucketBoundaries: LATENCY_BUCKETS } }),
-      auditInsertSeconds: meter.createHistogram('gatehouse.audit.write.duration', { unit: 's', description: 'Time to store one batch of audit entries.', advice: { explicitBucketBoundaries: LATENCY_BUCKETS } }),
-    };
     const observe = (g: ReaderEntry): void => {
       const otelName = g.name.replace(/^gatehouse_/, 'gatehouse.').replace(/_total$/, '');
       const instrument = g.kind === 'counter' ? meter.createObservableCounter(otelName, { description: g.help }) : meter.createObservableGauge(otelName, { description: g.help });
@@ -161,7 +167,7 @@ export class Metrics {
     let series = byStatus.get(status);
     if (!series) {
       const labels = { channel, decision, status: String(status) };
-      series = { count: this.#requests.labels(labels), seconds: this.#requestSeconds.labels(labels), attributes: labels };
+      series = { count: this.#requests.labels(labels), seconds: this.#requestSeconds.labels(labels) };
       byStatus.set(status, series);
     }
     return series;

@@ -1,10 +1,12 @@
 // OpenTelemetry export (spec §9 observability): loaded and started only when observability.otlp_endpoint is set, with OTLP/HTTP trace and metric exporters; nothing at all otherwise.
 import { resourceFromAttributes } from '@opentelemetry/resources';
 import { AlwaysOnSampler, BatchSpanProcessor, ParentBasedSampler, TracerProvider } from '@opentelemetry/sdk-trace';
-import { MeterProvider, PeriodicExportingMetricReader } from '@opentelemetry/sdk-metrics';
+import { AggregationTemporality, DataPointType, MeterProvider, PeriodicExportingMetricReader, type CollectionResult, type HistogramMetricData, type MetricProducer } from '@opentelemetry/sdk-metrics';
+import { ValueType, type Attributes, type HrTime } from '@opentelemetry/api';
+import { hrTime } from '@opentelemetry/core';
 import { OTLPTraceExporter } from '@opentelemetry/exporter-trace-otlp-http';
 import { OTLPMetricExporter } from '@opentelemetry/exporter-metrics-otlp-http';
-import type { Metrics } from './metrics.js';
+import { LATENCY_BUCKETS, type ExportedHistogram, type Metrics } from './metrics.js';
 import { Tracing } from './tracing.js';
 
 export interface TelemetryOptions {
@@ -50,7 +52,14 @@ export class Telemetry {
     });
     const meters = new MeterProvider({
       resource,
-      readers: [new PeriodicExportingMetricReader({ exporter: new OTLPMetricExporter({ url: `${base}/v1/metrics` }), exportIntervalMillis: opts.metricsIntervalMs, exportTimeoutMillis: Math.min(opts.metricsIntervalMs, 30_000) })],
+      readers: [
+        new PeriodicExportingMetricReader({
+          exporter: new OTLPMetricExporter({ url: `${base}/v1/metrics` }),
+          exportIntervalMillis: opts.metricsIntervalMs,
+          exportTimeoutMillis: Math.min(opts.metricsIntervalMs, 30_000),
+          metricProducers: [registryHistograms(metrics)],
+        }),
+      ],
     });
     metrics.mirrorTo(meters.getMeter('gatehouse'));
     return new Telemetry(traces, meters, opts.sampleRatio);
@@ -64,4 +73,49 @@ export class Telemetry {
   async shutdown(): Promise<void> {
     await Promise.allSettled([this.#traces.shutdown(), this.#meters.shutdown()]);
   }
+}
+
+/**
+ * The registry's latency histograms as OTLP cumulative histograms, built when the reader exports (every
+ * metrics_export_interval_ms) instead of one OTel `record` per request: the Prometheus histogram already counts
+ * each request, so export adds no per-request work (docs/decisions/0023-operations-scale.md).
+ */
+function registryHistograms(metrics: Metrics): MetricProducer {
+  const startTime: HrTime = hrTime();
+  return {
+    async collect(): Promise<CollectionResult> {
+      const endTime = hrTime();
+      const histograms = await metrics.histograms();
+      return {
+        // The reader keeps the SDK's own resource and takes only the scope metrics of an added producer.
+        resourceMetrics: { resource: undefined as never, scopeMetrics: [{ scope: { name: 'gatehouse' }, metrics: histograms.map((h) => toOtlp(h, startTime, endTime)) }] },
+        errors: [],
+      };
+    },
+  };
+}
+
+function toOtlp(h: ExportedHistogram, startTime: HrTime, endTime: HrTime): HistogramMetricData {
+  const series = new Map<string, { attributes: Attributes; cumulative: number[]; sum: number; count: number }>();
+  for (const v of h.values) {
+    const { le, ...labels } = v.labels;
+    const key = JSON.stringify(labels);
+    let s = series.get(key);
+    if (!s) series.set(key, (s = { attributes: labels as Attributes, cumulative: [], sum: 0, count: 0 }));
+    if (v.metricName?.endsWith('_sum')) s.sum = v.value;
+    else if (v.metricName?.endsWith('_count')) s.count = v.value;
+    else if (le !== '+Inf') s.cumulative.push(v.value);
+  }
+  return {
+    descriptor: { name: h.name, description: h.description, unit: 's', valueType: ValueType.DOUBLE },
+    aggregationTemporality: AggregationTemporality.CUMULATIVE,
+    dataPointType: DataPointType.HISTOGRAM,
+    dataPoints: [...series.values()].map((s) => ({
+      startTime,
+      endTime,
+      attributes: s.attributes,
+      // Prometheus buckets are cumulative (≤ le); OTLP's count each bucket alone, plus one above the last bound.
+      value: { buckets: { boundaries: LATENCY_BUCKETS, counts: [...s.cumulative.map((c, i) => c - (i > 0 ? s.cumulative[i - 1]! : 0)), s.count - (s.cumulative.at(-1) ?? 0)] }, sum: s.sum, count: s.count },
+    })),
+  };
 }

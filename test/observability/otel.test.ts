@@ -169,6 +169,22 @@ test('metrics are exported over OTLP', async () => {
   expect(receiver.metricNames()).toEqual(expect.arrayContaining(['gatehouse.requests', 'gatehouse.request.duration', 'gatehouse.audit_buffer_entries', 'gatehouse.wire_sessions']));
   const body = receiver.bodies.find((b) => b.path === '/v1/metrics')!;
   expect(body.contentType).toContain('application/json');
+  // The request histogram is read from the Prometheus registry at export time: buckets add up to its count, one
+  // bucket more than bounds, and its count is the request counter's (both read in the same export).
+  type Dp = { attributes: Array<{ key: string }>; count?: string | number; bucketCounts?: Array<string | number>; explicitBounds?: number[]; asDouble?: number; asInt?: string | number };
+  type M = { name: string; histogram?: { dataPoints: Dp[] }; sum?: { dataPoints: Dp[] } };
+  const last = [...receiver.bodies].reverse().find((b) => b.path === '/v1/metrics' && b.text.includes('gatehouse.request.duration'))!;
+  const metrics = (JSON.parse(last.text) as { resourceMetrics: Array<{ scopeMetrics: Array<{ metrics: M[] }> }> }).resourceMetrics.flatMap((r) => r.scopeMetrics.flatMap((sm) => sm.metrics));
+  const histogram = metrics.find((m) => m.name === 'gatehouse.request.duration')!.histogram!.dataPoints;
+  let histogramCount = 0;
+  for (const dp of histogram) {
+    expect(dp.bucketCounts!.length).toBe(dp.explicitBounds!.length + 1);
+    expect(dp.bucketCounts!.reduce((a: number, c) => a + Number(c), 0)).toBe(Number(dp.count));
+    histogramCount += Number(dp.count);
+  }
+  const requests = metrics.find((m) => m.name === 'gatehouse.requests')!.sum!.dataPoints.reduce((a, dp) => a + Number(dp.asDouble ?? dp.asInt ?? 0), 0);
+  expect(histogramCount).toBeGreaterThan(0);
+  expect(histogramCount).toBe(requests);
 });
 
 test('no key, token or password in anything exported or logged', async () => {
