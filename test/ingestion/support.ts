@@ -13,7 +13,7 @@ export interface IngestionWorld extends World {
   /** Outside every files root: what an escape would reach. */
   outside: string;
   /** Starts a real worker process with this id (and extra SERVICE_* settings). */
-  worker(id: string, env?: Record<string, string>): Promise<StartedCli>;
+  worker(id: string, env?: Record<string, string>, opts?: { built?: boolean }): Promise<StartedCli>;
   jobs(): Promise<Array<{ id: number; status: string; worker_id: string | null; retry_count: number; error_message: string | null; file_path: string; started_at: Date | null; completed_at: Date | null }>>;
   waitForJobs(predicate: (jobs: Awaited<ReturnType<IngestionWorld['jobs']>>) => boolean, timeoutMs: number, what: string): Promise<void>;
 }
@@ -48,7 +48,7 @@ export async function startIngestionWorld(env: Record<string, string> = {}, opts
     ...world,
     root,
     outside,
-    async worker(id, extra = {}) {
+    async worker(id, extra = {}, opts = {}) {
       const w = await startCli(['start', '--role', 'worker'], {
         env: baseEnv({
           ...world.svc.env,
@@ -61,6 +61,7 @@ export async function startIngestionWorld(env: Record<string, string> = {}, opts
         }),
         cwd: base,
         timeoutMs: 90_000,
+        built: opts.built,
       });
       workers.push(w);
       return w;

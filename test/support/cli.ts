@@ -5,6 +5,8 @@ import { fileURLToPath, pathToFileURL } from 'node:url';
 
 export const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
 const MAIN = path.join(ROOT, 'src', 'main.ts');
+/** The built CLI (`npm run build`): what `npm start` and a deployment run, without tsx in the process. */
+const BUILT_MAIN = path.join(ROOT, 'dist', 'main.js');
 /** tsx as a loader of this Node (by URL, so a test's own working directory need not resolve it). */
 const TSX_LOADER = pathToFileURL(path.join(ROOT, 'node_modules', 'tsx', 'dist', 'loader.mjs')).href;
 
@@ -26,8 +28,9 @@ export interface CliResult {
  * a graceful SIGTERM then ended with 143.) The CLI runs in its own process group, so a kill reaches the service and
  * any gateway replicas together and nothing outlives a test.
  */
-function spawnCli(args: string[], opts: { env: Record<string, string>; cwd: string }): ChildProcess {
-  return spawn(process.execPath, ['--import', TSX_LOADER, MAIN, ...args], { env: opts.env, cwd: opts.cwd, stdio: ['ignore', 'pipe', 'pipe'], detached: true });
+function spawnCli(args: string[], opts: { env: Record<string, string>; cwd: string; built?: boolean }): ChildProcess {
+  const entry = opts.built ? [BUILT_MAIN] : ['--import', TSX_LOADER, MAIN];
+  return spawn(process.execPath, [...entry, ...args], { env: opts.env, cwd: opts.cwd, stdio: ['ignore', 'pipe', 'pipe'], detached: true });
 }
 
 function killGroup(child: ChildProcess): void {
@@ -64,7 +67,7 @@ export interface StartedCli {
 }
 
 /** Starts `gatehouse start` and resolves once it has logged that it started (or rejects with its output if it exits first). */
-export function startCli(args: string[], opts: { env: Record<string, string>; cwd: string; timeoutMs?: number }): Promise<StartedCli> {
+export function startCli(args: string[], opts: { env: Record<string, string>; cwd: string; timeoutMs?: number; built?: boolean }): Promise<StartedCli> {
   return new Promise((resolve, reject) => {
     const child = spawnCli(args, opts);
     let stdout = '';
