@@ -9,7 +9,8 @@ const MAX_SCHEMA_DEPTH = 6;
 type Obj = Record<string, unknown>;
 const isObj = (v: unknown): v is Obj => typeof v === 'object' && v !== null && !Array.isArray(v);
 
-function resolveRef(doc: Obj, v: unknown): unknown {
+/** Follows a local `$ref` (`#/components/schemas/X`); anything else is returned as is, a foreign ref as `{}`. */
+export function resolveRef(doc: Obj, v: unknown): unknown {
   if (!isObj(v) || typeof v.$ref !== 'string') return v;
   const ref = v.$ref;
   if (!ref.startsWith('#/')) return {};

@@ -17,6 +17,13 @@ const baseUrl = z.string().superRefine((s, ctx) => {
   if (problem !== null) ctx.addIssue({ code: 'custom', message: `base_url ${problem}` });
 });
 
+const indexPath = z
+  .string()
+  .min(1)
+  .max(1024)
+  .regex(/^[A-Za-z0-9._~!$&'()*+,;=:@-][A-Za-z0-9._~!$&'()*+,;=:@/-]*$/, 'must be a relative path beneath base_url')
+  .refine((p) => !p.split('/').some((s) => s === '..' || s === '.' || s === ''), 'must not contain dot or empty segments');
+
 export const httpConfigSchema = z
   .strictObject({
     base_url: baseUrl,
@@ -34,16 +41,21 @@ export const httpConfigSchema = z
      */
     unscannable_responses: z.enum(['refuse', 'pass']).optional(),
     /** Path of the source's OpenAPI document (JSON) beneath base_url; the catalog captures its operations (docs/catalog.md). */
-    /** The document index a source sync reads (docs/ingestion.md "Sync"): a sitemap or a JSON listing beneath base_url. */
+    /**
+     * The document index a source sync reads (docs/ingestion.md "Sync"): a sitemap or a JSON listing beneath
+     * base_url, or the listing operation (operationId or `GET /path`) that the source's OpenAPI document declares.
+     */
     ingestion_index: z
-      .strictObject({
-        path: z.string().min(1).max(1024).regex(/^[A-Za-z0-9._~!$&'()*+,;=:@-][A-Za-z0-9._~!$&'()*+,;=:@/-]*$/, 'must be a relative path beneath base_url').refine((p) => !p.split('/').some((s) => s === '..' || s === '.' || s === ''), 'must not contain dot or empty segments'),
-        format: z.enum(['sitemap', 'json']),
-      })
+      .discriminatedUnion('format', [
+        z.strictObject({ path: indexPath, format: z.literal('sitemap') }),
+        z.strictObject({ path: indexPath, format: z.literal('json') }),
+        z.strictObject({ format: z.literal('openapi'), operation: z.string().min(1).max(512) }),
+      ])
       .optional(),
     openapi_path: z.string().min(1).max(1024).regex(/^\/[A-Za-z0-9._~!$&'()*+,;=:@%/-]*$/, 'must be a path starting with "/"').refine((p) => !p.split('/').some((s) => s === '..' || s === '.'), 'must not contain dot segments').optional(),
   })
-  .refine((c) => !(c.token !== undefined && c.token_ref !== undefined), { message: 'give token or token_ref, not both', path: ['token_ref'] });
+  .refine((c) => !(c.token !== undefined && c.token_ref !== undefined), { message: 'give token or token_ref, not both', path: ['token_ref'] })
+  .refine((c) => c.ingestion_index?.format !== 'openapi' || c.openapi_path !== undefined, { message: 'an openapi ingestion_index reads the document at openapi_path: set it', path: ['ingestion_index'] });
 
 export type HttpConfig = z.output<typeof httpConfigSchema>;
 

@@ -32,10 +32,11 @@ const createSchema = z.strictObject({
 const prioritySchema = z.strictObject({ priority_score: priorityScore });
 const idParams = z.strictObject({ id: intId });
 
-function encodeCursor(id: number): string {
+/** Keyset cursors of the ingestion lists (jobs, documents): an opaque id this API gave out. */
+export function encodeCursor(id: number): string {
   return Buffer.from(JSON.stringify({ id }), 'utf8').toString('base64url');
 }
-function decodeCursor(cursor: string): number | null {
+export function decodeCursor(cursor: string): number | null {
   try {
     const v = JSON.parse(Buffer.from(cursor, 'base64url').toString('utf8')) as { id?: unknown };
     return typeof v.id === 'number' && Number.isSafeInteger(v.id) && v.id > 0 ? v.id : null;
@@ -44,16 +45,18 @@ function decodeCursor(cursor: string): number | null {
   }
 }
 
+export const cursorField = z
+  .string()
+  .max(200)
+  .refine((c) => decodeCursor(c) !== null, 'is not a cursor this API gave out')
+  .optional();
+
 const listQuery = z.strictObject({
   status: z.enum(INGESTION_JOB_STATUSES as [string, ...string[]]).optional(),
   source_id: sourceIdField.optional(),
   worker_id: z.string().min(1).max(255).optional(),
   limit: z.coerce.number().int().min(1).max(JOBS_PAGE_MAX).default(JOBS_PAGE_DEFAULT),
-  cursor: z
-    .string()
-    .max(200)
-    .refine((c) => decodeCursor(c) !== null, 'is not a cursor this API gave out')
-    .optional(),
+  cursor: cursorField,
 });
 
 /** 404 for an unknown id, else 409 naming the status the action cannot leave from. */

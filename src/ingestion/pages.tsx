@@ -210,6 +210,7 @@ export function registerIngestionPages({ app, api, services }: AdminModuleContex
             { label: 'Pages', text: (d) => `${d.page_count}${d.extract_truncated ? ' (truncated)' : ''}` },
             { label: 'OCR pages', text: (d) => String(d.ocr_pages) },
             { label: 'Personal data', cell: (d) => <PersonalData classification={d.classification} /> },
+            { label: 'Catalog asset', cell: (d) => (d.catalog_asset_id === null ? <span class="muted">none</span> : <code safe>{d.catalog_asset_id}</code>) },
             { label: 'Updated', cell: (d) => <Time value={d.updated_at} /> },
           ]}
         />

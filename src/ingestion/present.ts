@@ -1,6 +1,6 @@
 // The API views of ingestion resources: exactly the fields of spec §2 Ingestion job, WorkerStatus and WorkerHealth, and their zod response schemas.
 import { z } from 'zod';
-import type { IngestionJob } from '../store/schema.js';
+import type { IngestionDocument, IngestionJob } from '../store/schema.js';
 
 const iso = (d: Date | null | undefined): string | null => (d ? d.toISOString() : null);
 
@@ -86,3 +86,43 @@ export const syncResultResponse = z.object({
 export function unixSeconds(d: Date): number {
   return d.getTime() / 1000;
 }
+
+/** An ingested document as the admin API shows it (docs/ingestion.md "Documents API"): never its text. */
+export function presentDocument(d: IngestionDocument) {
+  return {
+    id: d.id,
+    source_id: d.source_id,
+    path: d.path,
+    catalog_asset_id: d.catalog_asset_id,
+    job_id: d.job_id,
+    content_type: d.content_type,
+    byte_size: d.byte_size,
+    sha256: d.sha256,
+    page_count: d.page_count,
+    ocr_pages: d.ocr_pages,
+    classification: d.classification,
+    extract_truncated: d.extract_truncated,
+    notes: d.notes,
+    created_at: d.created_at.toISOString(),
+    updated_at: d.updated_at.toISOString(),
+  };
+}
+
+export const documentResponse = z.object({
+  id: z.number().int(),
+  source_id: z.string(),
+  path: z.string(),
+  catalog_asset_id: z.string().nullable(),
+  job_id: z.number().int().nullable(),
+  content_type: z.string(),
+  byte_size: z.number().int(),
+  sha256: z.string(),
+  page_count: z.number().int(),
+  ocr_pages: z.number().int(),
+  classification: z.record(z.string(), z.unknown()),
+  extract_truncated: z.boolean(),
+  notes: z.array(z.unknown()),
+  created_at: z.string(),
+  updated_at: z.string(),
+});
+export const documentPageResponse = z.object({ items: z.array(documentResponse), next_cursor: z.string().nullable() });

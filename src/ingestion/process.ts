@@ -12,6 +12,7 @@ import { IngestionError } from './errors.js';
 import { fetchDocument } from './fetch.js';
 import { sniff } from './sniff.js';
 import { extract, type ExtractedPage } from './extract/index.js';
+import { catalogAssetOf } from './catalog-link.js';
 
 export interface IngestionDeps {
   db: Db;
@@ -63,8 +64,9 @@ export async function processJob(job: IngestionJob, ctx: JobContext, deps: Inges
 
   // Same bytes as the stored document: nothing to extract again (change detection by hash, docs/ingestion.md "Sync").
   const existing = await getDocument(deps.db, source.source_id, job.file_path);
+  const catalogAssetId = await catalogAssetOf(deps.db, source, job.file_path);
   if (existing && existing.sha256 === fetched.sha256) {
-    await touchDocument(deps.db, existing.id, job.id, fetched.assetVersion);
+    await touchDocument(deps.db, existing.id, job.id, fetched.assetVersion, catalogAssetId);
     ctx.progress({ stage: 'index', progress_current: existing.page_count, progress_total: existing.page_count });
     return { ocr_pages: 0, ocr_cost: 0, llm_cost: 0, progress_current: existing.page_count, progress_total: existing.page_count };
   }
@@ -91,6 +93,7 @@ export async function processJob(job: IngestionJob, ctx: JobContext, deps: Inges
       source_id: source.source_id,
       path: job.file_path,
       job_id: job.id,
+      catalog_asset_id: catalogAssetId,
       content_type: sniffed.contentType,
       byte_size: fetched.bytes.length,
       sha256: fetched.sha256,

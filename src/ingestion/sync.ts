@@ -10,6 +10,7 @@ import { IngestionError } from './errors.js';
 import { filePathProblem } from './paths.js';
 import { filesAssetVersion, filesRootOf, httpDocumentUrl, httpGet, type FetchDeps } from './fetch.js';
 import { decodeXmlEntities } from './extract/html.js';
+import { listingItems, openApiListing, type ListingFields } from './openapi-listing.js';
 
 export interface Asset {
   path: string;
@@ -91,6 +92,34 @@ export function parseSitemap(xml: string, base: URL, max: number): Asset[] {
   return assets;
 }
 
+/** The fields of a plain JSON listing (docs/ingestion.md "Sync"): `path` or `url`, and `etag`, `sha256`, `modified`, `size`. */
+const JSON_LISTING_FIELDS = { etag: 'etag', sha256: 'sha256', modified: 'modified', size: 'size' } as const;
+
+/** Listing items as assets: the document reference per `fields`, its version from the first version field present. */
+export function listingAssets(items: readonly unknown[], base: URL, max: number, fields: Omit<ListingFields, 'ref' | 'refIsPath'> & { ref?: string; refIsPath?: boolean } = JSON_LISTING_FIELDS): Asset[] {
+  const assets: Asset[] = [];
+  for (const item of items) {
+    if (assets.length >= max) break;
+    if (typeof item !== 'object' || item === null) continue;
+    const o = item as Record<string, unknown>;
+    // A plain listing: `path` (beneath base_url) wins over `url`; a declared listing names its one reference field.
+    const refField = fields.ref ?? (typeof o.path === 'string' ? 'path' : 'url');
+    const ref = o[refField];
+    if (typeof ref !== 'string') continue;
+    const rel = (fields.refIsPath ?? refField === 'path') ? (filePathProblem(ref) === null ? ref : null) : relativeTo(base, ref);
+    if (rel === null) continue;
+    const at = (f: string | undefined) => (f === undefined ? undefined : o[f]);
+    const etag = at(fields.etag);
+    const sha = at(fields.sha256);
+    const modified = at(fields.modified);
+    const size = at(fields.size);
+    const version =
+      typeof etag === 'string' ? `etag:${etag}` : typeof sha === 'string' ? `sha256:${sha}` : modified !== undefined || size !== undefined ? `modified:${String(modified)};size:${String(size)}` : `listed:${rel}`;
+    assets.push({ path: rel, version });
+  }
+  return assets;
+}
+
 /** A JSON listing: an array (or `{items: [...]}`) of `{path | url, etag?, sha256?, modified?, size?}`. */
 export function parseJsonListing(text: string, base: URL, max: number): Asset[] {
   let doc: unknown;
@@ -101,31 +130,36 @@ export function parseJsonListing(text: string, base: URL, max: number): Asset[] 
   }
   const items = Array.isArray(doc) ? doc : Array.isArray((doc as { items?: unknown })?.items) ? (doc as { items: unknown[] }).items : null;
   if (!items) throw new IngestionError('corrupt_document', 'the JSON listing is not an array or {items: [...]}');
-  const assets: Asset[] = [];
-  for (const item of items) {
-    if (assets.length >= max) break;
-    if (typeof item !== 'object' || item === null) continue;
-    const o = item as Record<string, unknown>;
-    const ref = typeof o.path === 'string' ? o.path : typeof o.url === 'string' ? o.url : null;
-    if (ref === null) continue;
-    const rel = typeof o.path === 'string' ? (filePathProblem(o.path) === null ? o.path : null) : relativeTo(base, ref);
-    if (rel === null) continue;
-    const version =
-      typeof o.etag === 'string' ? `etag:${o.etag}` : typeof o.sha256 === 'string' ? `sha256:${o.sha256}` : o.modified !== undefined || o.size !== undefined ? `modified:${String(o.modified)};size:${String(o.size)}` : `listed:${rel}`;
-    assets.push({ path: rel, version });
-  }
-  return assets;
+  return listingAssets(items, base, max);
+}
+
+/** GETs `relPath` beneath base_url (egress rules, credential, size bound); anything but 200 is upstream_status. */
+async function getIndex(source: DataSource, relPath: string, deps: FetchDeps, what: string): Promise<string> {
+  const res = await httpGet(source, httpDocumentUrl(source, relPath), deps);
+  if (res.status !== 200) throw new IngestionError('upstream_status', `the ${what} answered HTTP ${res.status}`);
+  return res.body.toString('utf8');
 }
 
 export async function listHttpAssets(source: DataSource, deps: FetchDeps, max: number): Promise<Asset[]> {
   const config = httpConfigSchema.parse(source.connection_config);
-  if (!config.ingestion_index) throw new IngestionError('source_unusable', 'the source names no ingestion_index in its connection_config');
-  const url = httpDocumentUrl(source, config.ingestion_index.path);
-  const res = await httpGet(source, url, deps);
-  if (res.status !== 200) throw new IngestionError('upstream_status', `the index answered HTTP ${res.status}`);
+  const index = config.ingestion_index;
+  if (!index) throw new IngestionError('source_unusable', 'the source names no ingestion_index in its connection_config');
   const base = new URL(config.base_url);
-  const text = res.body.toString('utf8');
-  return config.ingestion_index.format === 'sitemap' ? parseSitemap(text, base, max) : parseJsonListing(text, base, max);
+  if (index.format === 'openapi') {
+    // The listing endpoint the source's own OpenAPI document (openapi_path, the one the catalog reads) declares.
+    let doc: unknown;
+    try {
+      doc = JSON.parse(await getIndex(source, config.openapi_path!.replace(/^\//, ''), deps, 'OpenAPI document'));
+    } catch (err) {
+      if (err instanceof IngestionError) throw err;
+      throw new IngestionError('corrupt_document', 'the OpenAPI document is not JSON');
+    }
+    const listing = openApiListing(doc, index.operation);
+    const text = await getIndex(source, listing.path.replace(/^\//, ''), deps, `listing GET ${listing.path}`);
+    return listingAssets(listingItems(text, listing.listAt), base, max, listing.fields);
+  }
+  const text = await getIndex(source, index.path, deps, 'index');
+  return index.format === 'sitemap' ? parseSitemap(text, base, max) : parseJsonListing(text, base, max);
 }
 
 /** Creates jobs for new assets and requeues changed (completed with another version) and failed ones. */

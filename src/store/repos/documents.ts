@@ -12,6 +12,8 @@ export interface DocumentInput {
   source_id: string;
   path: string;
   job_id: number | null;
+  /** The catalog asset serving the document (src/ingestion/catalog-link.ts), null when the catalog has none. */
+  catalog_asset_id: string | null;
   content_type: string;
   byte_size: number;
   sha256: string;
@@ -58,9 +60,9 @@ export function getDocument(db: Db, sourceId: string, path: string): Promise<Ing
   return db.selectFrom('ingestion_documents').selectAll().where('source_id', '=', sourceId).where('path', '=', path).executeTakeFirst();
 }
 
-/** Records a re-fetch that found the same bytes (sha256): the stored extract stays. */
-export async function touchDocument(db: Db, id: number, jobId: number, assetVersion: string | null): Promise<void> {
-  await db.updateTable('ingestion_documents').set({ job_id: jobId, asset_version: assetVersion, updated_at: sql`now()` }).where('id', '=', id).execute();
+/** Records a re-fetch that found the same bytes (sha256): the stored extract stays; the catalog link is refreshed. */
+export async function touchDocument(db: Db, id: number, jobId: number, assetVersion: string | null, catalogAssetId: string | null): Promise<void> {
+  await db.updateTable('ingestion_documents').set({ job_id: jobId, asset_version: assetVersion, catalog_asset_id: catalogAssetId, updated_at: sql`now()` }).where('id', '=', id).execute();
 }
 
 export function listDocuments(db: Db, sourceId: string, opts: { limit: number; afterId?: number | undefined }): Promise<IngestionDocument[]> {
