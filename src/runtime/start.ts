@@ -4,23 +4,19 @@ import type { FastifyInstance, FastifyListenOptions } from 'fastify';
 import type { LoadedConfig, ServiceRole } from '../config/index.js';
 import type { Logger } from '../observability/logger.js';
 import { buildServices, type Services } from './services.js';
-import type { Worker } from '../worker/worker.js';
+import { buildGatewayApp } from '../gateway/app.js';
+import { reloadHttpTls } from '../http/server.js';
+import { buildAdminApp } from '../admin/app.js';
+import { buildWireListener } from '../gateway/pgwire/index.js';
+import { Worker } from '../worker/worker.js';
+import { attachIngestion } from '../worker/ingestion.js';
+import { maintainPartitions } from '../audit/partitions.js';
+import { approvalSweepTask } from '../approvals/runtime.js';
+import { alertEvaluationTask } from '../alerts/runtime.js';
+import { catalogWorkerTask } from '../catalog/runtime.js';
 import { GatewayReplicas, isReplica } from './gateway-replicas.js';
+import { startOidcProvider } from '../oidc/index.js';
 import { applyWorkerHeapFlags } from './v8-flags.js';
-
-// Each role imports only what it runs: a worker process never loads the HTTP front doors, the console
-// templates, the wire listener or the OIDC client, which kept ≈ 40 MB of code and heap alive in every worker
-// (docs/decisions/0022-worker-memory-and-sync.md).
-const gatewayModules = async () => ({ ...(await import('../gateway/app.js')), ...(await import('../gateway/pgwire/index.js')), ...(await import('../http/server.js')) });
-const adminModules = async () => ({ ...(await import('../admin/app.js')), ...(await import('../http/server.js')) });
-const workerModules = async () => ({
-  ...(await import('../worker/worker.js')),
-  ...(await import('../worker/ingestion.js')),
-  ...(await import('../audit/partitions.js')),
-  ...(await import('../approvals/runtime.js')),
-  ...(await import('../alerts/runtime.js')),
-  ...(await import('../catalog/runtime.js')),
-});
 
 export class ListenError extends Error {
   readonly code = 'listen_failed';
@@ -97,9 +93,8 @@ export async function startService(loaded: LoadedConfig, role: ServiceRole, log:
 
   try {
     // Discovery before any listener: front doors and the admin login read the provider (spec §5.6).
-    if (role === 'all' || role === 'gateway' || role === 'admin') await (await import('../oidc/index.js')).startOidcProvider(services);
+    if (role === 'all' || role === 'gateway' || role === 'admin') await startOidcProvider(services);
     if (role === 'all' || role === 'gateway') {
-      const { buildGatewayApp, buildWireListener, reloadHttpTls } = await gatewayModules();
       const gateway = await buildGatewayApp(services);
       addresses['gateway.http_port'] = await listenFastify(gateway, 'gateway.http_port', config.gateway.host, config.gateway.http_port, sharedListeners);
       listeners.push({ key: 'gateway.http_port', close: () => gateway.close() });
@@ -115,14 +110,12 @@ export async function startService(loaded: LoadedConfig, role: ServiceRole, log:
       }
     }
     if (role === 'all' || role === 'admin') {
-      const { buildAdminApp, reloadHttpTls } = await adminModules();
       const admin = await buildAdminApp(services);
       addresses['admin.port'] = await listenFastify(admin, 'admin.port', config.admin.host, config.admin.port);
       listeners.push({ key: 'admin.port', close: () => admin.close() });
       tlsReloads.push({ key: 'admin.tls', reload: () => reloadHttpTls(admin) });
     }
     if (role === 'all' || role === 'worker') {
-      const { Worker, maintainPartitions, approvalSweepTask, alertEvaluationTask, catalogWorkerTask, attachIngestion } = await workerModules();
       worker = new Worker(services);
       const partitions = config.audit.partitions;
       worker.addTask({
