@@ -48,13 +48,22 @@ interface StateAnswer {
 
 async function privilegesPage(app: AdminModuleContext['app'], req: FastifyRequest, sourceId: string): Promise<JSX.Element> {
   const ctx = pageContext(req);
-  const state = await callApi(app, req, 'GET', `/api/data-sources/${seg(sourceId)}/privileges`);
-  if (state.status === 404 || state.status === 422) throw new GatehouseError('not_found', 'This data source does not use managed privileges.');
-  const st = okOrThrow(state) as StateAnswer;
+  const source = await callApi(app, req, 'GET', `/api/data-sources/${seg(sourceId)}`);
+  if (source.status === 404 || source.status === 422) throw new GatehouseError('not_found', 'There is no such data source.');
+  const config = (okOrThrow(source) as { connection_config?: { privileges?: unknown } | null }).connection_config;
+  const crumbs = [{ label: 'Data sources', href: SOURCES }, { label: sourceId, href: `${SOURCES}/${seg(sourceId)}` }, { label: 'Privileges' }];
+  if (config?.privileges !== 'managed') {
+    return (
+      <Layout ctx={ctx} title={`Managed privileges of ${sourceId}`} crumbs={crumbs}>
+        <Empty>This data source does not use managed privileges: its sessions run as its configured user (docs/least-privilege.md "Turning it on").</Empty>
+      </Layout>
+    );
+  }
+  const st = okOrThrow(await callApi(app, req, 'GET', `/api/data-sources/${seg(sourceId)}/privileges`)) as StateAnswer;
   const plan = okOrThrow(await callApi(app, req, 'POST', `/api/data-sources/${seg(sourceId)}/privileges/dry-run`)) as PlanAnswer;
   const roles = Object.entries(plan.ok ? plan.session_roles : st.session_roles).sort(([a], [b]) => Number(a) - Number(b));
   return (
-    <Layout ctx={ctx} title={`Managed privileges of ${sourceId}`} crumbs={[{ label: 'Data sources', href: SOURCES }, { label: sourceId, href: `${SOURCES}/${seg(sourceId)}` }, { label: 'Privileges' }]}>
+    <Layout ctx={ctx} title={`Managed privileges of ${sourceId}`} crumbs={crumbs}>
       <dl class="props">
         <dt>Source id</dt>
         <dd>

@@ -1,4 +1,4 @@
-// The console's dry-run view of managed privileges, through a running service and in chromium: the state and the pending plan of a managed source (a table made by hand shows up as grants to come, its name with markup as text), nothing pending after a reconciliation, 404 for a source without managed privileges, a read-only admin role sees it, linked from the data source page; axe finds nothing serious.
+// The console's dry-run view of managed privileges, through a running service and in chromium: the state and the pending plan of a managed source (a table made by hand shows up as grants to come, its name with markup as text), nothing pending after a reconciliation, 404 for an unknown source and a notice for one without managed privileges, a read-only admin role sees it, linked from the data source page; axe finds nothing serious.
 import type { Browser } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { OWNER_PASSWORD } from '../support/world.js';
@@ -48,6 +48,12 @@ describe('managed privileges page', () => {
   it('is linked from the data source page; 404 for an unknown source; a read-only admin role sees it', async () => {
     expect((await owner.get(`/dashboard/data-sources/${mw.sourceId}`)).text).toContain(`href="/dashboard/data-sources/${mw.sourceId}/privileges"`);
     expect((await owner.get('/dashboard/data-sources/no-such-source/privileges')).status).toBe(404);
+    // A source without managed privileges: the page says so (no plan, no dry run against it).
+    await mw.world.httpSource('plainhttp', 'http://127.0.0.1:9/');
+    const plain = await owner.get('/dashboard/data-sources/plainhttp/privileges');
+    expect(plain.status).toBe(200);
+    expect(plain.text).toContain('does not use managed privileges');
+    expect(plain.text).not.toContain('Pending plan');
     expect((await mw.world.admin('POST', '/api/admins', { username: 'privauditor', password: 'auditor-password-0007', roles: ['auditor'], must_change_password: false })).status).toBe(201);
     const auditor = await ConsoleClient.signIn(mw.world.svc.adminUrl, 'privauditor', 'auditor-password-0007');
     // Every admin role reads sources (docs/admin-roles.md); the dry run changes nothing, so a read-only role sees it too.
