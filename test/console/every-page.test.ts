@@ -66,6 +66,14 @@ async function consolePages(): Promise<string[]> {
     .sort();
 }
 
+/**
+ * Pages whose record this test does not set up, with what they need. They must still answer (a 404 page that says
+ * why); their axe and payload checks are in their own tests. Keep this list short.
+ */
+const NOT_SEEDED: Readonly<Record<string, string>> = {
+  '/dashboard/data-sources/{source_id}/privileges': 'a PostgreSQL source with managed privileges (test/privileges)',
+};
+
 /** A page address for a template: the seeded records for known parameters, else the first link to it found on pages already visited. */
 function fill(template: string, seen: readonly string[]): string | null {
   const known: Array<[RegExp, string]> = [
@@ -114,6 +122,10 @@ describe('every console page', () => {
         }
         const res = await w.page.goto(world.svc.adminUrl + path);
         const where = `${path} (${scheme})`;
+        if (NOT_SEEDED[template] !== undefined) {
+          if (res?.status() !== 404) problems.push(`${where}: expected the 404 page for a source without what it needs, got ${res?.status()}`);
+          continue;
+        }
         if ((res?.status() ?? 500) >= 400) problems.push(`${where}: status ${res?.status()}`);
         seen.push(...((await w.page.evaluate(`[...document.querySelectorAll('a[href^="/"]')].map((a) => a.getAttribute('href'))`)) as string[]));
         if ((await w.page.evaluate(INJECTED)) !== 0) problems.push(`${where}: injected elements`);
@@ -128,7 +140,7 @@ describe('every console page', () => {
     expect(problems, problems.join('\n')).toEqual([]);
     // A page whose address needs a record nobody links to would go unchecked: there must be none.
     expect(unreached).toEqual([]);
-    expect(checked.length).toBeGreaterThanOrEqual(templates.length - 2);
+    expect(checked.length).toBe(templates.length - Object.keys(NOT_SEEDED).filter((t) => templates.includes(t)).length);
   }, 600_000);
 
   it('shows every payload as text on the pages that list them', async () => {

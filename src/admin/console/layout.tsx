@@ -155,7 +155,7 @@ export function Layout({ ctx, title, crumbs, actions, scripts, children }: Layou
             <Breadcrumbs crumbs={crumbs ?? [{ label: title }]} />
             <div class="page-head">
               <h1 safe>{title}</h1>
-              {actions ?? ''}
+              {actions ? <div class="page-actions">{actions}</div> : ''}
             </div>
             {children ?? ''}
           </main>
