@@ -54,7 +54,9 @@ const PAGES: Record<string, { type: string; body: string }> = {
 
 function handler(record: string[]) {
   return (req: IncomingMessage, res: ServerResponse) => {
-    record.push(req.url ?? '');
+    // The sync's own requests carry the ingestion user agent; the worker's catalog scans read openapi.json too.
+    if (req.headers['user-agent'] === 'gatehouse-ingestion') record.push(req.url ?? '');
+    else if (record === forbiddenHits) record.push(`other ${req.url ?? ''}`);
     if (req.url === '/api/openapi.json') return void res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify(OPENAPI));
     if (req.url === '/api/documents') return void res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify(listing));
     const page = PAGES[req.url ?? ''];
