@@ -1,6 +1,8 @@
 // The catalog as governance reads it: per source, confirmed classifications by column and by tag, the columns drift protection redacts, and classified OpenAPI response fields; cached and reloaded on `catalog:changed`.
-import type { CatalogClassifications, CatalogPort, ClassifiedOperation } from '../pipeline/context.js';
-import { latestStructure, listAnnotations, openProtectedChanges } from '../store/repos/catalog.js';
+import type { CatalogClassifications, CatalogIdentity, CatalogPort, ClassifiedOperation } from '../pipeline/context.js';
+import type { SourceStructure } from '../governance/sql/structure.js';
+import { joinName, splitName } from '../governance/sql/names.js';
+import { driftProtectionOf, latestStructure, listAnnotations, openProtectedChanges, servedSnapshotId, snapshotIdentities, type IdentityRow } from '../store/repos/catalog.js';
 import type { Db } from '../store/repos/util.js';
 import type { CatalogEvents } from './events.js';
 import { governedColumn, parsePath } from './model.js';
@@ -48,6 +50,70 @@ export function operationClassifications(c: CatalogClassifications, method: stri
     }
   }
   return { tags: [...tags], byTag };
+}
+
+/** Schemas a scan never captures: relations there are not "unseen". */
+const UNCAPTURED_SCHEMA = /^(pg_catalog|information_schema|pg_toast|pg_temp_\d+|pg_toast_temp_\d+)$/;
+
+/**
+ * The served snapshot's identities (pure over the rows): relations by oid with their highest attnum, and classified
+ * columns by `oid.attnum`. Undefined when the snapshot predates identities.
+ */
+export function identityOf(rows: readonly IdentityRow[], annotations: ReadonlyArray<{ path: string; classification: string }>): CatalogIdentity | undefined {
+  if (rows.length > 0 && rows.every((r) => r.oid === null)) return undefined;
+  const relations = new Map<number, number>();
+  const byName = new Map<string, IdentityRow>();
+  for (const r of rows) {
+    if (r.oid === null) continue;
+    relations.set(Number(r.oid), r.max_attnum ?? 0);
+    byName.set(`${r.schema}\u0001${r.name}`, r);
+  }
+  const classified = new Map<string, string[]>();
+  for (const a of annotations) {
+    const segs = parsePath(a.path);
+    if (segs === null || segs.length !== 3) continue;
+    const r = byName.get(`${segs[0]}\u0001${segs[1]}`);
+    const attnum = r?.columns?.find(([name]) => name === segs[2])?.[1];
+    if (r !== undefined && attnum !== undefined) push(classified, `${r.oid}.${attnum}`, a.classification);
+  }
+  return { relations, classified };
+}
+
+/**
+ * What the catalog says of the relations a statement reads, compared by identity with the live structure the gateway
+ * analysed it against (pure): `unseen` — columns the served snapshot does not hold (a relation created, or a column
+ * added, since the last scan: redacted like drift until a scan reports them and they are acknowledged; only with drift
+ * protection on), and `tags` — classifications of columns by identity under their live names (a column or table
+ * renamed since the scan keeps its classification).
+ */
+export function liveCatalogFacts(identity: CatalogIdentity, structure: SourceStructure, relationsRead: readonly string[], driftProtection: boolean): { unseen: string[]; tags: Map<string, string[]> } {
+  const unseen: string[] = [];
+  const tags = new Map<string, string[]>();
+  for (const qualified of relationsRead) {
+    const parts = splitName(qualified);
+    if (parts.length !== 2) continue;
+    if (UNCAPTURED_SCHEMA.test(parts[0]!)) continue;
+    const rel = structure.lookup(parts[0]!, parts[1]!);
+    if (rel === null) {
+      // Not even in the live structure yet (created a moment ago): nothing is known of it.
+      if (driftProtection) unseen.push(joinName(parts[0]!, parts[1]!, '*'));
+      continue;
+    }
+    if (rel.kind === 'view') continue;
+    const known = identity.relations.get(rel.oid);
+    if (known === undefined) {
+      if (driftProtection) unseen.push(joinName(rel.schema, rel.name, '*'));
+      continue;
+    }
+    for (const c of rel.columns) {
+      if (c.attnum > known) {
+        if (driftProtection) unseen.push(joinName(rel.schema, rel.name, c.name));
+        continue;
+      }
+      for (const t of identity.classified.get(`${rel.oid}.${c.attnum}`) ?? []) push(tags, joinName(rel.schema, rel.name, c.name), t);
+    }
+  }
+  return { unseen, tags };
 }
 
 /** Builds the classifications of one source from its annotations and open protected changes (pure over the rows). */
@@ -146,9 +212,24 @@ export class CatalogGovernance implements CatalogPort {
   }
 
   async #load(sourceId: string): Promise<CatalogClassifications> {
-    const [annotations, protectedChanges] = await Promise.all([listAnnotations(this.db, sourceId), openProtectedChanges(this.db, sourceId)]);
-    return buildClassifications(annotations, protectedChanges.map((c) => c.path));
+    const [annotations, protectedChanges, snapshotId, drift] = await Promise.all([listAnnotations(this.db, sourceId), openProtectedChanges(this.db, sourceId), servedSnapshotId(this.db, sourceId), driftProtectionOf(this.db, sourceId)]);
+    const built = buildClassifications(annotations, protectedChanges.map((c) => c.path));
+    // Only a source with confirmed SQL classifications is compared by identity: there is classified data to copy or
+    // rename away from, and an operator who classified it (a source without any keeps the scan-time rules alone).
+    if (snapshotId === undefined || built.columnTags.size === 0) return built;
+    // Identities are read again only when the served snapshot or the annotations changed.
+    const key = `${snapshotId}\u0000${annotations.map((a) => `${a.path}=${a.classification}`).join('\u0000')}`;
+    let cached = this.#identities.get(sourceId);
+    if (cached?.key !== key) {
+      const withColumns = [...new Set(annotations.map((a) => parsePath(a.path)).filter((p): p is string[] => p !== null && p.length === 3).map((p) => `${p[0]}\u0001${p[1]}`))];
+      cached = { key, identity: identityOf(await snapshotIdentities(this.db, snapshotId, withColumns), annotations) };
+      this.#identities.set(sourceId, cached);
+    }
+    if (cached.identity === undefined) return built;
+    return { ...built, identity: cached.identity, driftProtection: drift };
   }
+
+  readonly #identities = new Map<string, { key: string; identity: CatalogIdentity | undefined }>();
 
   /** The latest captured structure (describe_source answers from it). */
   structure(sourceId: string) {

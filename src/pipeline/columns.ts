@@ -120,7 +120,10 @@ export const resolveColumns: Stage = {
     if ((req.tables ?? []).length === 0) return;
     const policyRules = rulesFor(deps.policies(), req.sourceId, req.operation!);
     // Columns drift protection redacts are redacted by provenance too: their statements need resolving.
-    const rules = (req.catalog?.protectedColumns.length ?? 0) > 0 && !policyRules.redact ? { ...policyRules, redact: true } : policyRules;
+    // So are columns a scan has not seen yet, and classified columns under a name they got since the scan: a source
+    // with a catalog snapshot that records identities has every statement resolved against the live structure.
+    const catalogAsks = (req.catalog?.protectedColumns.length ?? 0) > 0 || req.catalog?.identity !== undefined;
+    const rules = catalogAsks && !policyRules.redact ? { ...policyRules, redact: true } : policyRules;
     if (rules === NONE) return;
     const source = req.source!;
     const cached = deps.structures.current(source);

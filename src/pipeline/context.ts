@@ -149,6 +149,14 @@ export interface ClassifiedOperation {
   readonly byTag: ReadonlyMap<string, readonly string[]>;
 }
 
+/** The served snapshot's identities (docs/catalog.md "Before the next scan"): what the gateway compares live relations with. */
+export interface CatalogIdentity {
+  /** Relations the snapshot holds, by pg_class oid: the highest attnum it saw (a higher one was added since). */
+  readonly relations: ReadonlyMap<number, number>;
+  /** Classified columns by identity (`oid.attnum`) → tags: a column renamed since the scan keeps its classification. */
+  readonly classified: ReadonlyMap<string, readonly string[]>;
+}
+
 /** What a source's catalog tells governance: confirmed classifications and the columns drift protection redacts. */
 export interface CatalogClassifications {
   /** SQL: tags per governed column name (`schema.table.column`). */
@@ -157,6 +165,10 @@ export interface CatalogClassifications {
   readonly byTag: ReadonlyMap<string, readonly string[]>;
   /** SQL: columns added by drift that stay redacted until their change is acknowledged. */
   readonly protectedColumns: readonly string[];
+  /** SQL: the served snapshot's identities, when it recorded them. */
+  readonly identity?: CatalogIdentity;
+  /** Whether drift protection is on for the source (unseen columns are redacted only then). */
+  readonly driftProtection?: boolean;
   /** HTTP: classified response fields per operation. */
   readonly operations: readonly ClassifiedOperation[];
 }

@@ -4,7 +4,7 @@ import { GatehouseError } from '../errors/registry.js';
 import { sourceRoleDecision, type SourceRoleRequest } from '../governance/source-roles.js';
 import { evaluate, type Decision, type Operation } from '../governance/policy/index.js';
 import { compileColumnGlobs } from '../governance/policy/glob.js';
-import { operationClassifications } from '../catalog/governance.js';
+import { liveCatalogFacts, operationClassifications } from '../catalog/governance.js';
 import { approvalVerdict, assessRisk, grownSinceApproval, needsWriteEstimate } from '../governance/risk.js';
 import { checkProxyPath, placeUnderBase } from '../governance/http-path.js';
 import type { GovernedRequest, PipelineDeps, Stage } from './context.js';
@@ -198,14 +198,34 @@ export const loadCatalog: Stage = {
   },
 };
 
+type LiveFacts = { unseen: string[]; tags: Map<string, string[]> } | null;
+
+/** The catalog compared by identity with the live structure the statement was analysed against (catalog/governance.ts). */
+function liveFacts(req: GovernedRequest): LiveFacts {
+  const c = req.catalog;
+  const a = req.columnAnalysis;
+  if (c?.identity === undefined || a === undefined || req.action.kind !== 'sql') return null;
+  return liveCatalogFacts(c.identity, a.structure, req.tables ?? [], c.driftProtection ?? true);
+}
+
 /** The catalog facts policy reads for this request: the tags of what it touches, and the redaction names per tag. */
-function classificationInput(req: GovernedRequest): { classification_tags: string[]; classified?: ReadonlyMap<string, readonly string[]> } {
+function classificationInput(req: GovernedRequest, live: LiveFacts): { classification_tags: string[]; classified?: ReadonlyMap<string, readonly string[]> } {
   const c = req.catalog;
   if (c === undefined) return { classification_tags: [] };
   const tags = new Set<string>();
   if (req.action.kind === 'sql') {
     if (c.columnTags.size > 0) for (const col of req.columns ?? []) for (const t of c.columnTags.get(col) ?? []) tags.add(t);
-    return { classification_tags: [...tags], classified: c.byTag };
+    if (live === null || live.tags.size === 0) return { classification_tags: [...tags], classified: c.byTag };
+    // Columns classified by identity under their live names (renamed since the scan).
+    const byTag = new Map<string, readonly string[]>(c.byTag);
+    const read = new Set(req.columns ?? []);
+    for (const [col, list] of live.tags) {
+      for (const t of list) {
+        if (read.has(col)) tags.add(t);
+        byTag.set(t, [...(byTag.get(t) ?? []), col]);
+      }
+    }
+    return { classification_tags: [...tags], classified: byTag };
   }
   if (c.operations.length === 0) return { classification_tags: [] };
   const http = operationClassifications(c, req.action.method, [req.httpTarget?.path ?? '', ...(req.httpTarget?.deeperPaths ?? [])]);
@@ -215,14 +235,20 @@ function classificationInput(req: GovernedRequest): { classification_tags: strin
 /** One matcher per catalog view's protected list (the list lives as long as the cached view). */
 const protectedMatchers = new WeakMap<readonly string[], (name: string) => boolean>();
 
-/** Drift protection: columns added since the last acknowledgement stay redacted, whatever the policies say (docs/catalog.md). */
-function withDriftProtection(req: GovernedRequest, decision: Decision): Decision {
-  const protectedColumns = req.catalog?.protectedColumns ?? [];
-  if (protectedColumns.length === 0 || req.action.kind !== 'sql') return decision;
+/** Drift protection: columns added since the last acknowledgement, or not yet scanned, stay redacted whatever the policies say (docs/catalog.md). */
+function withDriftProtection(req: GovernedRequest, decision: Decision, live: LiveFacts): Decision {
+  const known = req.catalog?.protectedColumns ?? [];
+  const unseen = live?.unseen ?? [];
+  if ((known.length === 0 && unseen.length === 0) || req.action.kind !== 'sql') return decision;
+  const protectedColumns = unseen.length === 0 ? known : [...known, ...unseen];
   let m = protectedMatchers.get(protectedColumns);
-  if (m === undefined) protectedMatchers.set(protectedColumns, (m = compileColumnGlobs(protectedColumns)));
+  if (m === undefined) {
+    m = compileColumnGlobs(protectedColumns);
+    if (unseen.length === 0) protectedMatchers.set(protectedColumns, m);
+  }
   const hit = (req.columns ?? []).filter((c) => m(c));
   if (hit.length > 0) req.audit.addReason(`drift protection: ${hit.slice(0, 10).join(', ')} redacted until acknowledged`);
+  if (unseen.length > 0) req.audit.addReason(`drift protection: not in the served catalog snapshot yet: ${unseen.slice(0, 10).join(', ')}`);
   const redact = [...new Set([...decision.obligations.redact_columns, ...protectedColumns])].sort();
   return { ...decision, obligations: { ...decision.obligations, redact_columns: redact } };
 }
@@ -233,6 +259,7 @@ export const applyPolicy: Stage = {
   run(req, deps) {
     const identity = req.identity!;
     const http = req.action.kind === 'http' ? { method: req.action.method, path: req.httpTarget!.path } : {};
+    const live = liveFacts(req);
     const policyInput = {
       identity: { id: identity.id, roles: identity.roles, team: identity.team },
       source_id: req.sourceId,
@@ -240,7 +267,7 @@ export const applyPolicy: Stage = {
       ...http,
       tables: req.tables ?? [],
       columns: req.columns ?? [],
-      ...classificationInput(req),
+      ...classificationInput(req, live),
       roleDecision: { allowed: req.roleDecision!.allowed, reason: req.roleDecision!.reason },
     };
     let decision = evaluate(deps.policies(), policyInput);
@@ -249,7 +276,7 @@ export const applyPolicy: Stage = {
       const deeper = evaluate(deps.policies(), { ...policyInput, path });
       if (EFFECT_RANK[deeper.effect] > EFFECT_RANK[decision.effect]) decision = deeper;
     }
-    decision = withDriftProtection(req, decision);
+    decision = withDriftProtection(req, decision, live);
     req.policyDecision = decision;
     if (decision.effect === 'deny') {
       for (const r of decision.reasons) req.audit.addReason(r);

@@ -177,6 +177,38 @@ describe('drift that protects', () => {
     await admin('POST', `/api/data-sources/${ww.sourceId}/catalog/changes/acknowledge`, {});
   });
 
+  it('before the next scan: a table created or a column added at the source is redacted, a renamed classified column stays classified', async () => {
+    await ww.direct((c) => c.query("create table crm.fresh as select id, memo as n from crm.accounts; alter table public.plain add column fresh_note text; update public.plain set fresh_note = 'qfreshtok';"));
+    // No scan: the served snapshot does not hold them.
+    for (const sql of ['select n from crm.fresh', 'select * from crm.fresh', 'select f from crm.fresh f', 'select upper(n) from crm.fresh']) {
+      const r = await psql(sql);
+      expect(r.out, sql).not.toContain('qmemotok');
+    }
+    expect((await viaMcp('select n from crm.fresh')).out).not.toContain('qmemotok');
+    for (const sql of ['select fresh_note from public.plain', 'select * from public.plain', 'select reverse(fresh_note) from public.plain']) {
+      const r = await psql(sql);
+      expect(r.out, sql).not.toContain('qfreshtok');
+      expect(r.out, sql).not.toContain('kothserfq');
+    }
+    // A column of the table the snapshot knows stays readable: the check can fail.
+    expect((await psql('select data from public.plain')).out).toContain('qdatatok');
+    // A classified column renamed at the source keeps its classification by identity (pg attnum), before any scan…
+    await ww.direct((c) => c.query('alter table crm.accounts rename column memo to remark2'));
+    expect((await psql('select reverse(remark2) from crm.accounts')).out).not.toContain('kotomemq');
+    // …also once the gateway's structure has the new name (a relation it lacks reloads it after 5 s).
+    await new Promise((r) => setTimeout(r, 5_200));
+    await psql('select 1 from crm.no_such_relation');
+    for (const sql of ['select remark2 from crm.accounts', 'select reverse(remark2) from crm.accounts', 'select a from crm.accounts a']) {
+      const r = await psql(sql);
+      expect(r.out, sql).not.toContain('qmemotok');
+      expect(r.out, sql).not.toContain('kotomemq');
+    }
+    expect((await viaMcp('select reverse(remark2) from crm.accounts')).out).not.toContain('kotomemq');
+    await ww.direct((c) => c.query('alter table crm.accounts rename column remark2 to memo; drop table crm.fresh; alter table public.plain drop column fresh_note;'));
+    await scan();
+    await admin('POST', `/api/data-sources/${ww.sourceId}/catalog/changes/acknowledge`, {});
+  });
+
   it('with drift protection off for the source, an added column is not redacted', async () => {
     await admin('PUT', `/api/data-sources/${ww.sourceId}/catalog/settings`, { drift_protection: false });
     await ww.direct((c) => c.query("alter table crm.accounts add column email_alt text; update crm.accounts set email_alt = 'qalttok';"));

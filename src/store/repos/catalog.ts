@@ -289,3 +289,40 @@ export function scanStates(db: Db): Promise<DueSource[]> {
     .orderBy('d.source_id')
     .execute() as Promise<DueSource[]>;
 }
+
+export interface IdentityRow {
+  oid: string | null;
+  schema: string;
+  name: string;
+  max_attnum: number | null;
+  /** [name, attnum] pairs, only for the relations asked for. */
+  columns: Array<[string, number]> | null;
+}
+
+/**
+ * The identities of one snapshot's relations (oid, highest attnum), read inside the control store so a large structure
+ * never crosses to the gateway whole; columns only for the relations named in `withColumns` (`schema\u0001name`).
+ */
+export async function snapshotIdentities(db: Db, snapshotId: number, withColumns: readonly string[]): Promise<IdentityRow[]> {
+  const rows = await sql<IdentityRow>`select r->>'oid' as oid, r->>'schema' as schema, r->>'name' as name,
+      (select max((c->>'attnum')::int) from jsonb_array_elements(r->'columns') c) as max_attnum,
+      case when (r->>'schema') || chr(1) || (r->>'name') = any(${[...withColumns]}::text[])
+        then (select jsonb_agg(jsonb_build_array(c->>'name', (c->>'attnum')::int)) from jsonb_array_elements(r->'columns') c) end as columns
+    from catalog_snapshots s cross join lateral jsonb_array_elements(s.structure->'relations') r
+    where s.id = ${snapshotId}`.execute(db);
+  return rows.rows;
+}
+
+/** The id of the newest successful snapshot that still holds its structure (the one served), or undefined. */
+export async function servedSnapshotId(db: Db, sourceId: string): Promise<number | undefined> {
+  const row = await db
+    .selectFrom('catalog_snapshots')
+    .select('id')
+    .where('source_id', '=', sourceId)
+    .where('status', '=', 'ok')
+    .orderBy('id', 'desc')
+    .limit(1)
+    .where('structure', 'is not', null)
+    .executeTakeFirst();
+  return row === undefined ? undefined : Number(row.id);
+}
