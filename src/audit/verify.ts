@@ -3,7 +3,7 @@ import { sql } from 'kysely';
 import type { Kysely } from 'kysely';
 import { auditCopyLine } from './copy-text.js';
 import { AUDIT_FIELDS, type AuditEntry } from './entry.js';
-import { DIGEST_BYTES, GENESIS_HASH, rowDigest, sealHash } from './seal.js';
+import { DIGEST_BYTES, GENESIS_HASH, rowDigest, sealHash, type BatchSeal } from './seal.js';
 
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
 type AnyDb = Kysely<any>;
@@ -34,18 +34,8 @@ export interface VerifyReport {
   problems: VerifyProblem[];
 }
 
-interface SealRow {
-  writer_id: string;
-  seq: number;
-  prev_seq: number;
-  prev_hash: Buffer;
-  hash: Buffer;
-  row_count: number;
-  min_ts: Date;
-  max_ts: Date;
-  ids: string[];
-  digests: Buffer;
-}
+/** A stored seal as read back: BatchSeal with its time bounds as PostgreSQL returns them. */
+type SealRow = Omit<BatchSeal, 'min_ts' | 'max_ts'> & { min_ts: Date; max_ts: Date };
 
 type Row = Omit<AuditEntry, 'ts'> & { ts: Date };
 
