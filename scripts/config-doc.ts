@@ -147,7 +147,7 @@ const MEANING: Record<string, string> = {
   'audit.spool.dir': 'Directory of the durable spool used while the database is unavailable. One process per directory: a process whose spool is locked by another live process refuses to start, naming this setting. Two services started from one directory need their own (`SERVICE_AUDIT__SPOOL__DIR`); the replicas of `gateway.processes` each spool under `<dir>/gateway-replica-<n>`.',
   'audit.spool.max_bytes': 'Most bytes the spool may hold.',
   'audit.spool.segment_bytes': 'Size of one spool segment file; at most `spool.max_bytes`.',
-  'audit.partitions.months_ahead': 'Monthly audit partitions created in advance.',
+  'audit.partitions.months_ahead': 'Days of audit partitions created in advance (partitions are daily since docs/decisions/0024; the key keeps its name).',
   'audit.partitions.retention_days': 'Audit partitions older than this are dropped.',
 
   'ingestion.enabled': 'Workers run ingestion jobs.',

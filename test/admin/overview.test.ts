@@ -1,4 +1,4 @@
-// The console overview: where sign-in lands; unauthenticated browsers are sent to the sign-in page, signed-in admins see counts and readiness.
+// The console overview: where sign-in lands; unauthenticated browsers are sent to the sign-in page, signed-in admins see the live figures and readiness (the figures themselves: test/console/overview.test.ts).
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { OWNER_PASSWORD, startWorld, type World } from '../support/world.js';
 import { login } from '../support/admin-client.js';
@@ -28,6 +28,7 @@ describe('GET /dashboard/overview', () => {
     expect(res.status).toBe(200);
     expect(res.headers.get('content-type')).toMatch(/^text\/html/);
     expect(html).toContain('Signed in as <strong>admin</strong>');
-    expect(html).toMatch(/<strong>1<\/strong> identities/);
+    expect(html).toMatch(/<strong>0<\/strong> approvals waiting/);
+    expect(html).toContain('<h2>Readiness: ok</h2>');
   });
 });
