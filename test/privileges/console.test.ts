@@ -18,6 +18,9 @@ beforeAll(async () => {
   await waitFor(async () => (await privilegeState(mw)).status === 'ok', 15_000, 'the first reconciliation');
   await mw.world.agent('console-reader', [{ source_id: mw.sourceId, role_key: 'reader' }]);
   owner = await ConsoleClient.signIn(mw.world.svc.adminUrl, 'admin', OWNER_PASSWORD);
+  // The new grant sets off a reconciliation of its own; the test's table is made only once that one has applied
+  // (nothing pending), or it would grant the table before the page is read.
+  await waitFor(async () => (await owner.get(page())).text.includes('Nothing to do'), 15_000, 'the grant\'s reconciliation', 100);
 }, 90_000);
 
 afterAll(async () => {
