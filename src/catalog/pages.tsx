@@ -6,6 +6,7 @@ import { demand, pageContext, sendPage, type PageContext } from '../admin/consol
 import { ConsoleForm, emptyForm, Field, optionalText, registerConsoleForm, requiredText, type FormState } from '../admin/console/forms.js';
 import { Layout } from '../admin/console/layout.js';
 import { Empty, PostButton, Time, seg } from '../admin/console/ui.js';
+import { DataTable } from '../admin/console/data-table.js';
 import { GatehouseError } from '../errors/registry.js';
 import { getDataSourceBySourceId } from '../store/repos/data-sources.js';
 import { driftProtectionOf, latestSnapshot, latestStructure, listAnnotations, listChanges, listSnapshots, type StoredChange } from '../store/repos/catalog.js';
@@ -214,47 +215,18 @@ async function catalogPage(services: AdminModuleContext['services'], ctx: PageCo
 
       <section aria-labelledby="changes">
         <h2 id="changes">Changes</h2>
-        {open.length === 0 ? (
-          <Empty>No open changes.</Empty>
-        ) : (
-          <div class="table-wrap">
-            <table class="responsive">
-              <caption class="sr-only">Open changes</caption>
-              <thead>
-                <tr>
-                  <th scope="col">Path</th>
-                  <th scope="col">Change</th>
-                  <th scope="col">Protected</th>
-                  <th scope="col">Found</th>
-                  {canWrite ? <th scope="col">Acknowledge</th> : ''}
-                </tr>
-              </thead>
-              <tbody>
-                {open.map((c) => (
-                  <tr>
-                    <td data-label="Path">
-                      <code safe>{c.path}</code>
-                    </td>
-                    <td data-label="Change">
-                      <ChangeLabel c={c} />
-                    </td>
-                    <td data-label="Protected">{c.protected ? <span class="badge bad">redacted until acknowledged</span> : 'no'}</td>
-                    <td data-label="Found">
-                      <Time value={c.created_at} />
-                    </td>
-                    {canWrite ? (
-                      <td data-label="Acknowledge">
-                        <PostButton ctx={ctx} action={`${base}/changes/acknowledge`} fields={{ change_id: c.change_id }} label="Acknowledge" variant="secondary" />
-                      </td>
-                    ) : (
-                      ''
-                    )}
-                  </tr>
-                ))}
-              </tbody>
-            </table>
-          </div>
-        )}
+        <DataTable
+          rows={open}
+          empty="No open changes."
+          caption="Open changes"
+          columns={[
+            { label: 'Path', cell: (c) => <code safe>{c.path}</code> },
+            { label: 'Change', cell: (c) => <ChangeLabel c={c} /> },
+            { label: 'Protected', cell: (c) => (c.protected ? <span class="badge bad">redacted until acknowledged</span> : 'no') },
+            { label: 'Found', cell: (c) => <Time value={c.created_at} /> },
+            { label: 'Acknowledge', show: canWrite, cell: (c) => <PostButton ctx={ctx} action={`${base}/changes/acknowledge`} fields={{ change_id: c.change_id }} label="Acknowledge" variant="secondary" /> },
+          ]}
+        />
         {canWrite ? (
           <ConsoleForm ctx={ctx} form={ack} action={`${base}/changes/acknowledge`} submit={open.length > 0 ? 'Acknowledge' : 'Acknowledge all'}>
             <Field form={ack} name="change_id" label="Change id" maxlength={64} hint="Empty acknowledges every open change." />
@@ -280,45 +252,24 @@ async function catalogPage(services: AdminModuleContext['services'], ctx: PageCo
 
       <section aria-labelledby="annotations">
         <h2 id="annotations">Annotations</h2>
-        {annotations.length === 0 ? (
-          <Empty>No confirmed classifications.</Empty>
-        ) : (
-          <div class="table-wrap">
-            <table class="responsive">
-              <caption class="sr-only">Confirmed classifications</caption>
-              <thead>
-                <tr>
-                  <th scope="col">Path</th>
-                  <th scope="col">Classification</th>
-                  <th scope="col">By</th>
-                  {canWrite ? <th scope="col">Remove</th> : ''}
-                </tr>
-              </thead>
-              <tbody>
-                {annotations.map((a) => (
-                  <tr>
-                    <td data-label="Path">
-                      <code safe>{a.path}</code>
-                    </td>
-                    <td data-label="Classification" safe>
-                      {a.classification}
-                    </td>
-                    <td data-label="By">
-                      <span safe>{a.updated_by}</span> <Time value={a.updated_at} />
-                    </td>
-                    {canWrite ? (
-                      <td data-label="Remove">
-                        <PostButton ctx={ctx} action={`${base}/annotations`} fields={{ path: a.path, classification: '' }} label="Remove" variant="danger" />
-                      </td>
-                    ) : (
-                      ''
-                    )}
-                  </tr>
-                ))}
-              </tbody>
-            </table>
-          </div>
-        )}
+        <DataTable
+          rows={annotations}
+          empty="No confirmed classifications."
+          caption="Confirmed classifications"
+          columns={[
+            { label: 'Path', cell: (a) => <code safe>{a.path}</code> },
+            { label: 'Classification', text: (a) => a.classification },
+            {
+              label: 'By',
+              cell: (a) => (
+                <>
+                  <span safe>{a.updated_by}</span> <Time value={a.updated_at} />
+                </>
+              ),
+            },
+            { label: 'Remove', show: canWrite, cell: (a) => <PostButton ctx={ctx} action={`${base}/annotations`} fields={{ path: a.path, classification: '' }} label="Remove" variant="danger" /> },
+          ]}
+        />
         {allSuggestions.length > 0 ? (
           <>
             <h3>Suggestions</h3>
