@@ -56,6 +56,7 @@ const SESSION_ESCAPE_TRAPS: ReadonlyMap<string, string> = new Map([
   ['role_change', 'Changing the session role or authorization is not allowed through the gateway.'],
   ['search_path_change', 'This change of search_path is not allowed through the gateway: its value, or whether it runs, cannot be known before it runs (use SET search_path or SELECT set_config(\'search_path\', \'<constant>\', <constant>) on its own).'],
   // The gateway governs statements as UTF8 text; PostgreSQL must read the same bytes the same way.
+  ['session_default_change', 'Changing the default settings of a role or database (ALTER ROLE/DATABASE … SET search_path, role, encoding or a guarded setting) is not allowed through the gateway: later sessions would start outside its governance.'],
   ['encoding_change', 'Changing client_encoding is not allowed through the gateway: it speaks UTF8 only.'],
   ['string_syntax_change', 'Turning standard_conforming_strings off is not allowed through the gateway.'],
 ]);

@@ -135,6 +135,9 @@ const ACCESS_SUBCOMMANDS = new Set([
   'AT_ChangeOwner', 'AT_EnableRowSecurity', 'AT_DisableRowSecurity', 'AT_ForceRowSecurity', 'AT_NoForceRowSecurity',
 ]);
 
+/** Settings whose role or database default the gateway relies on for every new session. */
+const SESSION_DEFAULTS: ReadonlySet<string> = new Set(['search_path', 'role', 'session_authorization', 'client_encoding', 'default_transaction_read_only', 'transaction_read_only']);
+
 const DML_KIND: Readonly<Record<string, StatementKind>> = {
   InsertStmt: 'insert', UpdateStmt: 'update', DeleteStmt: 'delete', MergeStmt: 'merge',
 };
@@ -249,6 +252,10 @@ export class StatementClassifier {
     const fixed = FIXED[type];
     if (fixed !== undefined) {
       const [kind, operation, ...traps] = fixed;
+      // ALTER ROLE / DATABASE … SET changes what later sessions start with, before the gateway's governance of them:
+      // a default search_path, role, encoding or guarded setting would put those sessions where the gateway does not
+      // think they are (docs/pgwire.md "search_path"). Refused like the same change made by SET.
+      if ((type === 'AlterRoleSetStmt' || type === 'AlterDatabaseSetStmt') && this.changesSessionDefaults(body.setstmt)) traps.push('session_default_change');
       return { kind, operation, traps: [...traps] };
     }
     switch (type) {
@@ -334,6 +341,16 @@ export class StatementClassifier {
     if (ACCESS_OBJECTS.has(objectType)) return { kind, operation: 'admin', traps: ['privilege_change'] };
     if (SYSTEM_OBJECTS.has(objectType)) return { kind, operation: 'admin', traps: ['system_change'] };
     return { kind, operation: 'ddl', traps: [] };
+  }
+
+  /** Whether a role's or database's default setting could change what the gateway assumes of a new session. */
+  private changesSessionDefaults(setstmt: unknown): boolean {
+    if (!isObj(setstmt)) return true;
+    const varKind = String(setstmt.kind ?? '');
+    if (varKind === 'VAR_RESET_ALL') return true;
+    const lower = String(setstmt.name ?? '').toLowerCase();
+    if (SESSION_DEFAULTS.has(lower)) return true;
+    return settingChangeTraps(lower, setValue(varKind, setstmt.args)).length > 0 || this.settings.isGuarded(lower);
   }
 
   private set(body: Json): Draft {

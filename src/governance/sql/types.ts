@@ -33,6 +33,7 @@ export const TRAP_CODES = [
   'session_reset',
   'search_path_change',
   'search_path_set',
+  'session_default_change',
   'encoding_change',
   'string_syntax_change',
   'guarded_setting',
