@@ -15,6 +15,27 @@ export function procTicks(pid: number | undefined): number {
   }
 }
 
+/** System-mode CPU ticks of a process (0 when unknown or gone): the kernel's share of procTicks. */
+export function procSystemTicks(pid: number | undefined): number {
+  if (pid === undefined) return 0;
+  try {
+    return Number(readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ')[12]);
+  } catch {
+    return 0;
+  }
+}
+
+/** Read- and write-family system calls a process has made so far (`syscr` + `syscw` of /proc/<pid>/io; 0 when gone). */
+export function procSyscalls(pid: number | undefined): number {
+  if (pid === undefined) return 0;
+  try {
+    const io = readFileSync(`/proc/${pid}/io`, 'utf8');
+    return Number(/syscr: (\d+)/.exec(io)?.[1] ?? 0) + Number(/syscw: (\d+)/.exec(io)?.[1] ?? 0);
+  } catch {
+    return 0;
+  }
+}
+
 /** A process and all its descendants (gateway replicas, nginx workers), read from /proc/<pid>/task/<tid>/children. */
 export function processTree(pid: number): number[] {
   const out = [pid];
@@ -34,4 +55,13 @@ export function cpuMeter(pids: readonly number[]): () => number {
   const sum = () => pids.reduce((total, pid) => total + procTicks(pid), 0);
   const before = sum();
   return () => ((sum() - before) * 1e6) / CLOCK_TICKS;
+}
+
+/** Like cpuMeter, for the kernel's share: microseconds of system-mode CPU, and read/write system calls, since it started. */
+export function kernelMeter(pids: readonly number[]): () => { systemUs: number; syscalls: number } {
+  const sys = () => pids.reduce((total, pid) => total + procSystemTicks(pid), 0);
+  const calls = () => pids.reduce((total, pid) => total + procSyscalls(pid), 0);
+  const sys0 = sys();
+  const calls0 = calls();
+  return () => ({ systemUs: ((sys() - sys0) * 1e6) / CLOCK_TICKS, syscalls: calls() - calls0 });
 }

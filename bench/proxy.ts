@@ -12,7 +12,7 @@ import { createTestDatabase } from '../test/support/pg.js';
 import { ownerToken } from '../test/support/world.js';
 import { REVOCATION_MARKER_MS } from '../src/identity/key-sessions.js';
 import { TestProvider } from '../test/support/oidc-provider.js';
-import { cpuMeter, processTree } from './proc.js';
+import { cpuMeter, kernelMeter, processTree } from './proc.js';
 import { quantile } from './stats.js';
 
 const DURATION_S = Number(process.env.BENCH_DURATION_S ?? 10);
@@ -59,6 +59,10 @@ interface Figures {
   non2xx: number;
   /** CPU microseconds per request of the case's proxy (or upstream) processes, from /proc; null when not measured. */
   cpuUs: number | null;
+  /** Of cpuUs, the kernel's (system-mode) microseconds per request; null when not measured. */
+  sysUs: number | null;
+  /** Read- and write-family system calls per request of the same processes (/proc/<pid>/io); null when not measured. */
+  syscalls: number | null;
   /** A detail row (one nginx configuration), printed but not one of the cases. */
   extra?: boolean;
 }
@@ -127,13 +131,18 @@ async function load(name: string, url: string | (() => string), headers: Record<
   await autocannon(opts(WARMUP_S) as autocannon.Options);
   const tree = pids.flatMap(processTree);
   const cpu = cpuMeter(tree);
+  const kernel = kernelMeter(tree);
   const r = await autocannon(opts(DURATION_S) as autocannon.Options);
-  const cpuUs = tree.length > 0 && r.requests.total > 0 ? cpu() / r.requests.total : null;
+  const measured = tree.length > 0 && r.requests.total > 0;
+  const cpuUs = measured ? cpu() / r.requests.total : null;
+  const k = kernel();
+  const sysUs = measured ? k.systemUs / r.requests.total : null;
+  const syscalls = measured ? k.syscalls / r.requests.total : null;
   if (LATENCY_DETAIL) {
     const l = r.latency;
     console.log(`  ${name}: latency ms p50 ${l.p50} · p90 ${l.p90} · p97.5 ${l.p97_5} · p99 ${l.p99} · p99.9 ${l.p99_9} · max ${l.max}`);
   }
-  return { name, rps: r.requests.average, p50: r.latency.p50, p99: r.latency.p99, errors: r.errors + r.timeouts, non2xx: r.non2xx, cpuUs };
+  return { name, rps: r.requests.average, p50: r.latency.p50, p99: r.latency.p99, errors: r.errors + r.timeouts, non2xx: r.non2xx, cpuUs, sysUs, syscalls };
 }
 
 async function startNginx(upstreamPort: number, workers: number): Promise<{ port: number; child: ChildProcess; dir: string }> {
@@ -354,8 +363,8 @@ async function main(): Promise<void> {
 
     const results = [cases.a, cases.b, ...(cases.b ? details : []), cases.c, cases.d, cases.h, cases.e, cases.f, cases.g].filter((r) => r !== undefined);
     console.log(`\nHTTP proxy bench: ${CONNECTIONS} connections, ${DURATION_S}s each after ${WARMUP_S}s warm-up, audit ${AUDIT_MODE}, gateway.processes ${PROCESSES}, loopback, ${process.version}`);
-    console.log(`${'case'.padEnd(22)}${'req/s'.padStart(9)}${'p50 ms'.padStart(9)}${'p99 ms'.padStart(9)}${'errors'.padStart(9)}${'non2xx'.padStart(9)}${'cpu µs/req'.padStart(12)}`);
-    for (const r of results) console.log(`${r.name.padEnd(22)}${fmt(r.rps)}${fmt(r.p50, 2)}${fmt(r.p99, 2)}${fmt(r.errors)}${fmt(r.non2xx)}${(r.cpuUs === null ? '-' : r.cpuUs.toFixed(0)).padStart(12)}`);
+    console.log(`${'case'.padEnd(22)}${'req/s'.padStart(9)}${'p50 ms'.padStart(9)}${'p99 ms'.padStart(9)}${'errors'.padStart(9)}${'non2xx'.padStart(9)}${'cpu µs/req'.padStart(12)}${'sys µs'.padStart(8)}${'syscalls'.padStart(10)}`);
+    for (const r of results) console.log(`${r.name.padEnd(22)}${fmt(r.rps)}${fmt(r.p50, 2)}${fmt(r.p99, 2)}${fmt(r.errors)}${fmt(r.non2xx)}${(r.cpuUs === null ? '-' : r.cpuUs.toFixed(0)).padStart(12)}${(r.sysUs === null ? '-' : r.sysUs.toFixed(0)).padStart(8)}${(r.syscalls === null ? '-' : r.syscalls.toFixed(1)).padStart(10)}`);
     const { a, b, c, d, e, f, g, h } = cases;
     const pct = (x: number, y: number) => `${((x / y) * 100).toFixed(1)}%`;
     const verdict = (ok: boolean) => (ok ? 'PASS' : 'FAIL');
