@@ -2,7 +2,7 @@
 // The gateway runs in this process: start it with the V8 settings every `gatehouse` process has.
 import '../src/runtime/v8-flags.js';
 import { execFile, execFileSync, spawn, type ChildProcess } from 'node:child_process';
-import { chmodSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { Session } from 'node:inspector';
 import net from 'node:net';
 import { loadavg, tmpdir } from 'node:os';
@@ -10,6 +10,7 @@ import path from 'node:path';
 import { startWireWorld } from '../test/pgwire/fixture.js';
 import { dropRoles } from '../test/privileges/fixture.js';
 import { cpuMeter } from './proc.js';
+import { quantile } from './stats.js';
 
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 10);
 const MANAGED_PREFIX = `ghpb${Date.now().toString(36).slice(-5)}_`;
@@ -20,6 +21,13 @@ const TARGETS = (process.env.BENCH_TARGETS ?? 'direct,pgbouncer,node-pipe,node-f
 const RELAYS = ['node-pipe', 'node-frames'] as const;
 const SCRIPTS = (process.env.BENCH_SCRIPTS ?? '-S,tpcb').split(',');
 const MODE = process.env.BENCH_MODE ?? 'prepared';
+/**
+ * Seconds of the unqueued latency probe (0 skips it): after the loaded runs, `pgbench -S` with one client and one
+ * statement at a time against direct, node-frames and Gatehouse, each transaction's latency from pgbench's own log.
+ * Gatehouse's p99 minus direct's is what the listener adds to one statement when nothing queues (goal ≤ 0.3 ms).
+ */
+const PROBE_S = Number(process.env.BENCH_PROBE_S ?? 5);
+const PROBE_GOAL_MS = 0.3;
 /** The gateway's audit durability: buffered by default, as in bench:proxy; `strict` (the production setting) makes every statement's answer wait for its stored entry. */
 const AUDIT_MODE = process.env.BENCH_AUDIT_MODE ?? 'buffered';
 /** When set, a CPU profile of the gateway side of each Gatehouse run is written there. */
@@ -86,6 +94,33 @@ function pgbench(args: string[], env: Record<string, string> = {}): Promise<Run>
   });
 }
 
+interface Probe {
+  transactions: number;
+  p50: number;
+  p99: number;
+  p999: number;
+}
+
+/** One pgbench client, one `-S` statement at a time, for PROBE_S seconds: the latency (µs) of each, from `pgbench -l`. */
+async function probe(name: string, args: string[], env: Record<string, string>, dir: string): Promise<Probe> {
+  const prefix = path.join(dir, `probe-${name}`);
+  await new Promise<void>((resolve, reject) => {
+    execFile('pgbench', ['-n', '-c', '1', '-j', '1', '-T', String(PROBE_S), '-M', MODE, '-S', '-l', `--log-prefix=${prefix}`, ...args], { cwd: dir, env: { ...process.env, PGSSLMODE: 'disable', ...env }, timeout: (PROBE_S + 60) * 1000 }, (err, stdout, stderr) =>
+      err ? reject(new Error(`pgbench probe failed: ${stderr || stdout}`)) : resolve(),
+    );
+  });
+  const times: number[] = [];
+  for (const f of readdirSync(dir).filter((f) => f.startsWith(`probe-${name}.`))) {
+    // client_id transaction_no time(µs) script_no time_epoch time_us
+    for (const line of readFileSync(path.join(dir, f), 'utf8').split('\n')) {
+      const t = Number(line.split(' ')[2]);
+      if (line !== '' && Number.isFinite(t)) times.push(t);
+    }
+  }
+  const sorted = Float64Array.from(times).sort();
+  return { transactions: sorted.length, p50: quantile(sorted, 0.5), p99: quantile(sorted, 0.99), p999: quantile(sorted, 0.999) };
+}
+
 async function main(): Promise<void> {
   // BENCH_MANAGED=1: the source uses managed privileges (docs/least-privilege.md; the superuser is the privilege admin
   // here only because pgbench -i creates its tables as postgres): sessions SET ROLE once to the managed role.
@@ -114,6 +149,7 @@ async function main(): Promise<void> {
   const bouncerGroup = PROCESSES > 1 ? Array.from({ length: PROCESSES }, (_, i) => startBouncer(`pgbouncer-group-${i}`, bouncerGroupPort, true)) : [];
   const relays = new Map<string, { child: ChildProcess; port: number }>();
   const results: Record<string, Record<string, number>> = { '-S': {}, 'tpcb': {} };
+  const probes: Record<string, Probe> = {};
   // Everything started so far is stopped in `finally`, also when a relay fails to start.
   try {
     for (const mode of RELAYS) if (TARGETS.includes(mode)) relays.set(mode, await startRelay(mode));
@@ -158,6 +194,14 @@ async function main(): Promise<void> {
         console.log(`${script.padEnd(5)} ${name.padEnd(11)} ${run.tps.toFixed(0)} tps${perTx}${proxyPerTx}`);
       }
     }
+    if (PROBE_S > 0) {
+      const probed = Object.entries(targets).filter(([name]) => ['direct', 'node-frames', 'gatehouse'].includes(name) && TARGETS.includes(name));
+      for (const [name, t] of probed) probes[name] = await probe(name, t.args, t.env, dir);
+      console.log(`\nUnqueued latency, -S -M ${MODE}: 1 client, one statement at a time, ${PROBE_S} s each (ms)`);
+      for (const [name, p] of Object.entries(probes)) {
+        console.log(`${name.padEnd(11)} ${String(p.transactions).padStart(7)} statements  p50 ${(p.p50 / 1000).toFixed(3)}  p99 ${(p.p99 / 1000).toFixed(3)}  p99.9 ${(p.p999 / 1000).toFixed(3)}`);
+      }
+    }
   } finally {
     for (const p of [bouncer, ...bouncerGroup, ...[...relays.values()].map((r) => r.child)]) p.kill('SIGTERM');
     await ww.stop();
@@ -180,6 +224,12 @@ async function main(): Promise<void> {
   for (const [a, b] of [['node-pipe', 'pgbouncer'], ['node-frames', 'pgbouncer'], ['gatehouse', 'node-frames']] as const) {
     if (s[a] !== undefined && s[b] !== undefined) console.log(`-S   ${a}/${b} ${((s[a] / s[b]) * 100).toFixed(1)}%`);
   }
+  const [pd, pf, pg] = [probes.direct, probes['node-frames'], probes.gatehouse];
+  if (pg !== undefined && pd !== undefined) {
+    const added = (pg.p99 - pd.p99) / 1000;
+    console.log(`-S   unqueued p99 added per statement, gatehouse − direct ${added.toFixed(3)} ms (goal ≤ ${PROBE_GOAL_MS} ms) ${added <= PROBE_GOAL_MS ? 'PASS' : 'FAIL'}`);
+  }
+  if (pf !== undefined && pd !== undefined) console.log(`-S   unqueued p99 added per statement, node-frames − direct ${((pf.p99 - pd.p99) / 1000).toFixed(3)} ms`);
 }
 
 main().catch((err: unknown) => {
