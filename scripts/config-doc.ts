@@ -166,6 +166,8 @@ const MEANING: Record<string, string> = {
   'ingestion.ocr.max_pages': 'Pages OCR\'d per document; further pages are skipped with a note.',
   'ingestion.ocr.page_timeout_seconds': 'Bound on rendering and recognising one page.',
   'ingestion.prices.ocr_per_page': 'Unit price of one OCR\'d page; a job\'s ocr_cost is ocr_pages times this.',
+  'ingestion.sync.min_interval_seconds': 'The shortest interval a source\'s sync schedule may set; a shorter one is refused with 422 (docs/ingestion.md "Scheduled sync").',
+  'ingestion.sync.timeout_seconds': 'A source sync (enumeration and job creation) running longer than this is stopped and recorded failed; a run whose worker died is given up after it.',
 
   'notifications.enabled': 'Approval notifications to Slack. Needs a target (`slack_bot_token_ref` with `slack_channel`, or `slack_webhook_url_ref`).',
   'notifications.slack_bot_token_ref': 'Secret reference to a Slack bot token; needs `slack_channel`.',

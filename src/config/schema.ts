@@ -278,6 +278,13 @@ export const ingestionSchema = section({
   prices: section({
     ocr_per_page: z.number().min(0).max(1_000_000).default(0),
   }),
+  /** Scheduled source sync (docs/ingestion.md "Scheduled sync", decision record 0025). */
+  sync: section({
+    /** The shortest interval a source's schedule may set (the admin API answers 422 below it). */
+    min_interval_seconds: positiveInt(30 * 86_400).default(60),
+    /** A sync (enumeration and job creation) running longer than this is stopped and recorded failed; also its lease. */
+    timeout_seconds: positiveInt(86_400).default(600),
+  }),
 });
 
 export const approvalEvents = ['pending', 'approved', 'rejected', 'expired', 'failed'] as const;

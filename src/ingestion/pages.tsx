@@ -1,21 +1,22 @@
 // Console pages of ingestion (docs/ingestion.md "Console"): jobs with filters, progress and actions; workers with their health; a source's documents with their classification.
 import { z } from 'zod';
-import type { FastifyRequest } from 'fastify';
+import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { AdminModuleContext } from '../admin/module.js';
 import { demand, pageContext, sendPage, type PageContext } from '../admin/console/context.js';
 import { Layout, CsrfField } from '../admin/console/layout.js';
 import { DataTable } from '../admin/console/data-table.js';
 import { PostButton, Time, pageId, seg } from '../admin/console/ui.js';
-import { registerConsoleForm, numberText, attrValue, type FormState } from '../admin/console/forms.js';
+import { registerConsoleForm, numberText, intText, checkbox, attrValue, emptyForm, ConsoleForm, Field, CheckboxField, type FormState } from '../admin/console/forms.js';
 import { GatehouseError } from '../errors/registry.js';
 import { getDataSourceBySourceId } from '../store/repos/data-sources.js';
 import { listDocuments } from '../store/repos/documents.js';
 import { cancelJob, getJob, listJobs, retryJob, setJobPriority } from '../store/repos/ingestion-jobs.js';
 import { listWorkers } from '../store/repos/workers.js';
-import { INGESTION_JOB_STATUSES, type IngestionJob, type IngestionJobStatus } from '../store/schema.js';
+import { INGESTION_JOB_STATUSES, type DataSource, type IngestionJob, type IngestionJobStatus, type SyncRun, type SyncSchedule } from '../store/schema.js';
 import { ACTION_FROM, actionAllowed } from './states.js';
-import { ingestionRuntimeFor } from './runtime.js';
-import { applySync, listHttpAssets, walkFiles } from './sync.js';
+import { getSchedule, listRuns } from '../store/repos/sync-runs.js';
+import { isGatehouseError } from '../errors/registry.js';
+import { SYNCABLE_TYPES, intervalSchema, removeSchedule, setSchedule, syncNow } from './sync-routes.js';
 
 const PAGE = 50;
 const STATUS_BADGE: Record<IngestionJobStatus, string> = { pending: 'badge', running: 'badge warn', completed: 'badge ok', failed: 'badge bad', cancelled: 'badge' };
@@ -185,74 +186,139 @@ export function registerIngestionPages({ app, api, services }: AdminModuleContex
   app.get('/dashboard/data-sources/:source_id/documents', async (req, reply) => {
     const ctx = pageContext(req);
     demand(ctx, 'jobs:read');
-    const sourceId = String((req.params as { source_id?: unknown }).source_id ?? '');
-    const source = await getDataSourceBySourceId(services.db, sourceId);
-    if (!source) throw new GatehouseError('not_found', 'There is no such data source.');
-    const q = query(req);
-    const after = q.after && /^[1-9][0-9]{0,15}$/.test(q.after) ? Number(q.after) : undefined;
-    const docs = await listDocuments(services.db, source.source_id, { limit: PAGE + 1, afterId: after });
-    const more = docs.length > PAGE;
-    const shown = docs.slice(0, PAGE);
-    return sendPage(
-      reply,
-      <Layout
-        ctx={ctx}
-        title={`Documents of ${source.name}`}
-        crumbs={[{ label: 'Ingestion', href: '/dashboard/ingestion/jobs' }, { label: source.source_id }]}
-        actions={ctx.can('jobs:write') ? <PostButton ctx={ctx} action={`/dashboard/data-sources/${seg(source.source_id)}/sync`} label="Sync now" /> : ''}
-      >
-        <DataTable
-          rows={shown}
-          empty="No documents ingested yet."
-          columns={[
-            { label: 'Path', text: (d) => d.path },
-            { label: 'Type', text: (d) => d.content_type },
-            { label: 'Pages', text: (d) => `${d.page_count}${d.extract_truncated ? ' (truncated)' : ''}` },
-            { label: 'OCR pages', text: (d) => String(d.ocr_pages) },
-            { label: 'Personal data', cell: (d) => <PersonalData classification={d.classification} /> },
-            { label: 'Catalog asset', cell: (d) => (d.catalog_asset_id === null ? <span class="muted">none</span> : <code safe>{d.catalog_asset_id}</code>) },
-            { label: 'Updated', cell: (d) => <Time value={d.updated_at} /> },
-          ]}
-        />
-        {more ? (
-          <p class="pager">
-            <a href={`/dashboard/data-sources/${seg(source.source_id)}/documents?after=${seg(shown[shown.length - 1]!.id)}`}>More documents</a>
-          </p>
-        ) : (
-          ''
-        )}
-      </Layout>,
-    );
+    return sendPage(reply, await documentsPage(ctx, req, services, emptyForm()));
   });
 
+  // "Sync now" and the schedule forms run the same code as the admin API's sync routes (sync-routes.ts).
+  const sourceIdOf = (req: FastifyRequest) => String((req.params as { source_id?: unknown }).source_id ?? '');
+  const renderDocuments = (req: FastifyRequest, ctx: PageContext, form: FormState) => documentsPage(ctx, req, services, form);
+  /** A refused sync is shown on the documents page with its reason and status, like a refused form. */
+  const orRefusal = async (req: FastifyRequest, reply: FastifyReply, ctx: PageContext, work: () => Promise<unknown>, to: string) => {
+    try {
+      await work();
+    } catch (err) {
+      if (!isGatehouseError(err) || err.code === 'not_found' || err.code === 'internal' || err.code === 'validation_failed') throw err;
+      return sendPage(reply, await documentsPage(ctx, req, services, { values: {}, errors: {}, message: err.message }), err.spec.http);
+    }
+    return reply.redirect(to, 303);
+  };
   registerConsoleForm(app, api, {
     url: '/dashboard/data-sources/:source_id/sync',
-    summary: "Sync a source's documents (form)",
+    summary: "Sync a source's documents now (form)",
     permission: 'jobs:write',
     schema: z.object({}),
-    render: (req, ctx, form) => jobsPage(ctx, req, services, form.message),
-    handle: async ({ req, reply }) => {
-      const sourceId = String((req.params as { source_id?: unknown }).source_id ?? '');
-      const source = await getDataSourceBySourceId(services.db, sourceId);
-      if (!source) throw new GatehouseError('not_found', 'There is no such data source.');
-      const cfg = services.config;
-      const assets =
-        source.source_type === 'files'
-          ? await walkFiles(source, cfg.ingestion.files_roots)
-          : await listHttpAssets(
-              source,
-              {
-                egress: (await ingestionRuntimeFor(services)).egress,
-                resolveSecret: services.resolveSecretRef,
-                filesRoots: cfg.ingestion.files_roots,
-                maxBytes: cfg.ingestion.max_document_bytes,
-                timeoutMs: cfg.gateway.timeouts.upstream_request_ms,
-                signal: AbortSignal.timeout(cfg.gateway.timeouts.upstream_request_ms),
-              },
-              100_000,
-            );
-      await applySync(services.db, source, assets);
-      return reply.redirect(`/dashboard/ingestion/jobs?source_id=${seg(source.source_id)}`, 303);
-    },
+    render: renderDocuments,
+    handle: ({ req, reply, ctx }) => orRefusal(req, reply, ctx, () => syncNow(services, req, sourceIdOf(req)), `/dashboard/ingestion/jobs?source_id=${seg(sourceIdOf(req))}`),
   });
+  const minInterval = services.config.ingestion.sync.min_interval_seconds;
+  registerConsoleForm(app, api, {
+    url: '/dashboard/data-sources/:source_id/sync/schedule',
+    summary: "Set a source's sync schedule (form)",
+    permission: 'jobs:write',
+    schema: z.object({ interval_seconds: intText(0, 0, Number.MAX_SAFE_INTEGER).pipe(intervalSchema(minInterval)), enabled: checkbox() }),
+    render: renderDocuments,
+    handle: ({ req, reply, ctx, body }) => orRefusal(req, reply, ctx, () => setSchedule(services, req, sourceIdOf(req), body), `/dashboard/data-sources/${seg(sourceIdOf(req))}/documents`),
+  });
+  registerConsoleForm(app, api, {
+    url: '/dashboard/data-sources/:source_id/sync/schedule/delete',
+    summary: "Remove a source's sync schedule (form)",
+    permission: 'jobs:write',
+    schema: z.object({}),
+    render: renderDocuments,
+    handle: ({ req, reply, ctx }) => orRefusal(req, reply, ctx, () => removeSchedule(services, req, sourceIdOf(req)), `/dashboard/data-sources/${seg(sourceIdOf(req))}/documents`),
+  });
+}
+
+const RUN_BADGE: Record<SyncRun['status'], string> = { running: 'badge warn', succeeded: 'badge ok', failed: 'badge bad' };
+
+/** The source's schedule and newest sync run, and (with jobs:write) the forms to sync now and to set the schedule. */
+function SyncPanel({ ctx, source, schedule, last, form, minInterval }: { ctx: PageContext; source: DataSource; schedule: SyncSchedule | undefined; last: SyncRun | undefined; form: FormState; minInterval: number }): JSX.Element {
+  const base = `/dashboard/data-sources/${seg(source.source_id)}`;
+  const result = last?.result as { assets_seen?: number; jobs_created?: number; jobs_requeued?: number } | null | undefined;
+  return (
+    <section class="panel" aria-labelledby="sync-heading">
+      <h2 id="sync-heading">Sync</h2>
+      <dl class="props">
+        <dt>Schedule</dt>
+        <dd>
+          {schedule ? (
+            <span safe>{`every ${schedule.interval_seconds} s${schedule.enabled ? '' : ' (paused)'}`}</span>
+          ) : (
+            <span class="muted">none: the source is synced only when asked</span>
+          )}
+        </dd>
+        <dt>Next sync</dt>
+        <dd>{schedule?.enabled ? <Time value={schedule.next_sync_at} /> : <span class="muted">—</span>}</dd>
+        <dt>Last sync</dt>
+        <dd>
+          {last ? (
+            <span>
+              <span class={RUN_BADGE[last.status]} safe>{last.status}</span> <span safe>{`${last.trigger}, started`}</span> <Time value={last.started_at} />
+              {result ? <span safe>{` — ${result.assets_seen ?? 0} seen, ${result.jobs_created ?? 0} created, ${result.jobs_requeued ?? 0} requeued`}</span> : ''}
+              {last.error_message ? <span class="form-error" safe>{` ${last.error_message}`}</span> : ''}
+            </span>
+          ) : (
+            <span class="muted">never</span>
+          )}
+        </dd>
+      </dl>
+      {ctx.can('jobs:write') ? (
+        <div>
+          <ConsoleForm ctx={ctx} form={form} action={`${base}/sync/schedule`} submit={schedule ? 'Update schedule' : 'Set schedule'}>
+            <Field form={form} name="interval_seconds" label="Interval (seconds)" type="number" min={minInterval} value={schedule ? String(schedule.interval_seconds) : ''} hint={`At least ${minInterval} seconds.`} required />
+            <CheckboxField form={form} name="enabled" label="Enabled" checked={schedule?.enabled ?? true} />
+          </ConsoleForm>
+          {schedule ? <PostButton ctx={ctx} action={`${base}/sync/schedule/delete`} label="Remove schedule" variant="secondary" /> : ''}
+        </div>
+      ) : (
+        ''
+      )}
+    </section>
+  );
+}
+
+async function documentsPage(ctx: PageContext, req: FastifyRequest, services: AdminModuleContext['services'], form: FormState): Promise<JSX.Element> {
+  const sourceId = String((req.params as { source_id?: unknown }).source_id ?? '');
+  const source = await getDataSourceBySourceId(services.db, sourceId);
+  if (!source) throw new GatehouseError('not_found', 'There is no such data source.');
+  const q = query(req);
+  const after = q.after && /^[1-9][0-9]{0,15}$/.test(q.after) ? Number(q.after) : undefined;
+  const [docs, schedule, runs] = await Promise.all([
+    listDocuments(services.db, source.source_id, { limit: PAGE + 1, afterId: after }),
+    getSchedule(services.db, source.source_id),
+    listRuns(services.db, source.source_id, { limit: 1 }),
+  ]);
+  const more = docs.length > PAGE;
+  const shown = docs.slice(0, PAGE);
+  const syncable = SYNCABLE_TYPES.includes(source.source_type);
+  return (
+    <Layout
+      ctx={ctx}
+      title={`Documents of ${source.name}`}
+      crumbs={[{ label: 'Ingestion', href: '/dashboard/ingestion/jobs' }, { label: source.source_id }]}
+      actions={ctx.can('jobs:write') && syncable ? <PostButton ctx={ctx} action={`/dashboard/data-sources/${seg(source.source_id)}/sync`} label="Sync now" /> : ''}
+    >
+      {syncable ? <SyncPanel ctx={ctx} source={source} schedule={schedule} last={runs[0]} form={form} minInterval={services.config.ingestion.sync.min_interval_seconds} /> : form.message ? <p class="form-error" role="alert" safe>{form.message}</p> : ''}
+      <DataTable
+        rows={shown}
+        empty="No documents ingested yet."
+        columns={[
+          { label: 'Path', text: (d) => d.path },
+          { label: 'Type', text: (d) => d.content_type },
+          { label: 'Pages', text: (d) => `${d.page_count}${d.extract_truncated ? ' (truncated)' : ''}` },
+          { label: 'OCR pages', text: (d) => String(d.ocr_pages) },
+          { label: 'Personal data', cell: (d) => <PersonalData classification={d.classification} /> },
+          { label: 'Catalog asset', cell: (d) => (d.catalog_asset_id === null ? <span class="muted">none</span> : <code safe>{d.catalog_asset_id}</code>) },
+          { label: 'Updated', cell: (d) => <Time value={d.updated_at} /> },
+        ]}
+      />
+      {more ? (
+        <p class="pager">
+          <a href={`/dashboard/data-sources/${seg(source.source_id)}/documents?after=${seg(shown[shown.length - 1]!.id)}`}>More documents</a>
+        </p>
+      ) : (
+        ''
+      )}
+    </Layout>
+  );
 }

@@ -1,6 +1,6 @@
 // The API views of ingestion resources: exactly the fields of spec §2 Ingestion job, WorkerStatus and WorkerHealth, and their zod response schemas.
 import { z } from 'zod';
-import type { IngestionDocument, IngestionJob } from '../store/schema.js';
+import type { IngestionDocument, IngestionJob, SyncRun, SyncSchedule } from '../store/schema.js';
 
 const iso = (d: Date | null | undefined): string | null => (d ? d.toISOString() : null);
 
@@ -126,3 +126,59 @@ export const documentResponse = z.object({
   updated_at: z.string(),
 });
 export const documentPageResponse = z.object({ items: z.array(documentResponse), next_cursor: z.string().nullable() });
+
+/** A sync run as the admin API shows it (docs/ingestion.md "Scheduled sync"). */
+export function presentSyncRun(r: SyncRun) {
+  return {
+    id: r.id,
+    source_id: r.source_id,
+    trigger: r.trigger,
+    scheduled_for: r.scheduled_for?.toISOString() ?? null,
+    worker_id: r.worker_id,
+    status: r.status,
+    started_at: r.started_at.toISOString(),
+    finished_at: r.finished_at?.toISOString() ?? null,
+    error_message: r.error_message,
+    result: r.result as z.infer<typeof syncResultResponse> | null,
+  };
+}
+
+export const syncRunResponse = z.object({
+  id: z.number().int(),
+  source_id: z.string(),
+  trigger: z.enum(['schedule', 'manual']),
+  scheduled_for: z.string().nullable(),
+  worker_id: z.string().nullable(),
+  status: z.enum(['running', 'succeeded', 'failed']),
+  started_at: z.string(),
+  finished_at: z.string().nullable(),
+  error_message: z.string().nullable(),
+  result: syncResultResponse.nullable(),
+});
+export const syncRunPageResponse = z.object({ items: z.array(syncRunResponse), next_cursor: z.string().nullable() });
+
+export function presentSchedule(s: SyncSchedule) {
+  return {
+    interval_seconds: s.interval_seconds,
+    enabled: s.enabled,
+    next_sync_at: s.next_sync_at.toISOString(),
+    created_at: s.created_at.toISOString(),
+    updated_at: s.updated_at.toISOString(),
+  };
+}
+
+export const scheduleResponse = z.object({
+  interval_seconds: z.number().int(),
+  enabled: z.boolean(),
+  next_sync_at: z.string(),
+  created_at: z.string(),
+  updated_at: z.string(),
+});
+
+/** A source's sync state: its schedule (null when it has none) and its newest run. */
+export const syncStatusResponse = z.object({
+  source_id: z.string(),
+  connector_key: z.string(),
+  schedule: scheduleResponse.nullable(),
+  last_run: syncRunResponse.nullable(),
+});

@@ -33,11 +33,13 @@ const MAX_DEPTH = 32;
  * Every regular file under the root (symlinks are not followed, so a walk never leaves the root), as relative
  * paths that pass the file_path rule, at most `max_files`, in a stable order.
  */
-export async function walkFiles(source: DataSource, filesRoots: readonly string[]): Promise<Asset[]> {
-  const config = filesConfigSchema.parse(source.connection_config);
+export async function walkFiles(source: DataSource, filesRoots: readonly string[], signal?: AbortSignal): Promise<Asset[]> {
+  // filesRootOf refuses a configuration that is not a files one (source_unusable) before it is parsed here.
   const root = await filesRootOf(source, filesRoots);
+  const config = filesConfigSchema.parse(source.connection_config);
   const assets: Asset[] = [];
   const walk = async (dir: string, depth: number): Promise<void> => {
+    signal?.throwIfAborted();
     const entries = [];
     for await (const entry of await opendir(dir)) entries.push(entry);
     entries.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));

@@ -195,6 +195,36 @@ export interface IngestionJobsTable {
   asset_version: string | null;
 }
 
+/** A source's sync schedule (migration 0018, docs/ingestion.md "Scheduled sync"). */
+export interface IngestionSyncSchedulesTable {
+  source_id: string;
+  interval_seconds: number;
+  enabled: Defaulted<boolean>;
+  /** The start of the next due period; a claim moves it forward. */
+  next_sync_at: Timestamp;
+  created_at: CreatedAt;
+  updated_at: UpdatedAt;
+}
+
+export type SyncTrigger = 'schedule' | 'manual';
+export type SyncRunStatus = 'running' | 'succeeded' | 'failed';
+
+/** One source sync, scheduled or asked for (migration 0018). */
+export interface IngestionSyncRunsTable {
+  id: Generated<number>;
+  source_id: string;
+  trigger: SyncTrigger;
+  /** The period a scheduled run belongs to (unique per source); null for a manual run. */
+  scheduled_for: NullableTimestamp;
+  worker_id: string | null;
+  status: Defaulted<SyncRunStatus>;
+  started_at: CreatedAt;
+  finished_at: NullableTimestamp;
+  lease_expires_at: Timestamp;
+  error_message: string | null;
+  result: ColumnType<JsonObject | null, string | null | undefined, string | null>;
+}
+
 export interface WorkersTable {
   worker_id: string;
   last_heartbeat: Timestamp;
@@ -309,6 +339,8 @@ export interface Database {
   workers: WorkersTable;
   ingestion_documents: IngestionDocumentsTable;
   ingestion_document_pages: IngestionDocumentPagesTable;
+  ingestion_sync_schedules: IngestionSyncSchedulesTable;
+  ingestion_sync_runs: IngestionSyncRunsTable;
   catalog_sources: CatalogSourcesTable;
   catalog_snapshots: CatalogSnapshotsTable;
   catalog_changes: CatalogChangesTable;
@@ -328,3 +360,5 @@ export type Approval = Selectable<ApprovalsTable>;
 export type IngestionJob = Selectable<IngestionJobsTable>;
 export type Worker = Selectable<WorkersTable>;
 export type IngestionDocument = Selectable<IngestionDocumentsTable>;
+export type SyncSchedule = Selectable<IngestionSyncSchedulesTable>;
+export type SyncRun = Selectable<IngestionSyncRunsTable>;

@@ -3,11 +3,12 @@ import { ingestionRuntimeFor } from '../ingestion/runtime.js';
 import type { Services } from '../runtime/services.js';
 import { processJob } from '../ingestion/process.js';
 import { IngestionRunner } from './ingestion-runner.js';
+import { SyncScheduler } from './sync-scheduler.js';
 import { staleSweepTask } from './stale-sweep.js';
 import type { Worker } from './worker.js';
 import { serviceVersion } from '../ingestion/version.js';
 
-/** Adds the stale sweep to every worker and, when ingestion.enabled, the job runner. */
+/** Adds the stale sweep to every worker and, when ingestion.enabled, the job runner and the scheduled source sync. */
 export function attachIngestion(worker: Worker, services: Services): IngestionRunner | null {
   const { config } = services;
   worker.addTask(staleSweepTask(services));
@@ -42,5 +43,7 @@ export function attachIngestion(worker: Worker, services: Services): IngestionRu
   });
   worker.addHeartbeatMetadata(() => ({ version, ingestion: true, jobs_in_hand: runner.jobsInHand }));
   worker.addService(runner);
+  // Scheduled source sync (docs/ingestion.md "Scheduled sync"): only workers that run jobs claim due periods.
+  worker.addService(new SyncScheduler(services, worker.workerId));
   return runner;
 }
