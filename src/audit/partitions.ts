@@ -26,6 +26,8 @@ export interface PartitionMaintenanceResult {
   dropped: string[];
   /** Indexes built on closed partitions (and parent indexes attached), by name. */
   indexed: string[];
+  /** Block ranges of open partitions' BRIN indexes summarized by this run. */
+  summarized: number;
 }
 
 export interface AuditPartition {
@@ -186,6 +188,19 @@ async function indexPartition(db: AnyDb, p: AuditPartition, now: Date, concurren
 }
 
 /**
+ * Summarizes the block ranges of a partition's BRIN indexes that have none yet, the range being filled included, and
+ * answers how many it summarized. Until summarized, a range matches every search, so the hot partition's bloom
+ * filters (docs/decisions/0024) only narrow a search once this or autovacuum's autosummarize (which needs autovacuum
+ * on) has run. Takes SHARE UPDATE EXCLUSIVE: writes go on.
+ */
+async function summarizeBrin(db: AnyDb, partition: string): Promise<number> {
+  const r = await sql<{ n: number }>`select coalesce(sum(brin_summarize_new_values(i.indexrelid::regclass)), 0)::int as n
+      from pg_index i join pg_class c on c.oid = i.indexrelid join pg_am a on a.oid = c.relam
+     where i.indrelid = ${partition}::regclass and a.amname = 'brin' and i.indisvalid`.execute(db);
+  return r.rows[0]?.n ?? 0;
+}
+
+/**
  * Seals of batches whose rows all lie before `before` (their partitions were dropped) are deleted; the newest deleted
  * seal of each writer stays as that chain's anchor (audit_seal_anchors), so the verifier still checks the next seal's
  * link instead of reporting the retention cut as a deleted batch.
@@ -201,7 +216,7 @@ async function forgetSeals(db: AnyDb, before: Date): Promise<void> {
 
 /**
  * Idempotent: creates today's partition and `monthsAhead` days ahead, builds the indexes closed partitions lack (and
- * the parent's, attached, on partitions older than migration 0017), and drops partitions whose whole range ended more
+ * the parent's, attached, on partitions older than migration 0017), summarizes the open partitions' BRIN ranges, and drops partitions whose whole range ended more
  * than `retentionDays` ago, with the seals of batches entirely in them. Partitions not named by this module are left
  * alone. Index builds on PostgreSQL are concurrent: writes into the partition are never blocked.
  */
@@ -218,14 +233,16 @@ export async function maintainPartitions(db: AnyDb, opts: PartitionMaintenanceOp
   const cutoff = now.getTime() - opts.retentionDays * DAY_MS;
   const dropped: string[] = [];
   const indexed: string[] = [];
+  let summarized = 0;
   for (const p of await listPartitions(db)) {
     if (p.to.getTime() <= cutoff) {
       await sql`drop table if exists ${sql.id(p.name)}`.execute(db);
       dropped.push(p.name);
     } else {
       indexed.push(...(await indexPartition(db, p, now, concurrently)));
+      if (!closed(p, now)) summarized += await summarizeBrin(db, p.name);
     }
   }
   if (dropped.length > 0) await forgetSeals(db, (await listPartitions(db))[0]?.from ?? new Date(cutoff));
-  return { created, dropped, indexed };
+  return { created, dropped, indexed, summarized };
 }

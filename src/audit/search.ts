@@ -3,6 +3,7 @@ import { sql } from 'kysely';
 import type { Kysely, SelectQueryBuilder } from 'kysely';
 import { AUDIT_FIELDS, type AuditChannel, type AuditDecision, type AuditEntry } from './entry.js';
 import type { AuditDatabase } from './schema.js';
+import { dayStart } from './partitions.js';
 
 export const SEARCH_MAX_LIMIT = 500;
 export const SEARCH_DEFAULT_LIMIT = 100;
@@ -76,23 +77,110 @@ function applyFilters<QB extends SelectQueryBuilder<AuditDatabase, 'audit_entrie
   return q;
 }
 
+/** The keyset condition: rows strictly after the cursor's position in the page order. */
+function afterCursor<QB extends SelectQueryBuilder<AuditDatabase, 'audit_entries', any>>(qb: QB, c: { ts: string; id: string } | null): QB {  // eslint-disable-line @typescript-eslint/no-explicit-any
+  return (c ? qb.where(sql<boolean>`(ts, id) < (${c.ts}::timestamptz, ${c.id}::uuid)`) : qb) as QB;
+}
+
+/**
+ * Rows of the hot partition a filtered search reads by time order before it changes plan: enough for any filter that
+ * matches one row in a hundred to fill a page of 100 (docs/decisions/0024, "Search of the hot partition").
+ */
+export const HOT_PROBE_ROWS = 10_000;
+/**
+ * A filter that matched at least a page's 1/HOT_PROBE_COMMON in those rows goes on by time order (it is in most block
+ * ranges: the bloom filters would rule out few); a rarer one goes to the bloom filters.
+ */
+const HOT_PROBE_COMMON = 20;
+
+/**
+ * A filter the hot partition answers from its BRIN bloom index (migration 0017): a value absent from a block range
+ * rules the range out. The closed partitions have B-tree indexes for these.
+ */
+function bloomFiltered(f: AuditFilters): boolean {
+  return f.identity_id !== undefined || f.source_id !== undefined || f.request_id !== undefined;
+}
+
+type Page = (limit: number, range: { from?: Date; to?: Date }) => Promise<Row[]>;
+
 /**
  * One page, newest first. `from` is inclusive, `to` exclusive. The cursor is a keyset position
  * (ts, id), so pages stay stable while new entries arrive and deep pages cost the same as the first.
+ *
+ * The hot partition (today, UTC) carries no B-tree per filter, only the time order and BRIN bloom filters
+ * (docs/decisions/0024). One query over every partition lets PostgreSQL read the hot partition backwards by time
+ * for a filter that matches few of its rows (it expects the matches early, and it cannot cost a bloom filter): a
+ * rare identity read the whole day. So the hot day is searched first, on its own (searchHot), and the older
+ * partitions, which answer each filter from their own indexes, only for what the page still lacks. Rows of the hot
+ * day are newer than every older row: the two parts in turn are the page in order.
  */
 export async function searchAudit(db: Kysely<AuditDatabase>, filters: AuditFilters): Promise<AuditPage> {
   const limit = filters.limit ?? SEARCH_DEFAULT_LIMIT;
   if (!Number.isInteger(limit) || limit < 1 || limit > SEARCH_MAX_LIMIT) throw new RangeError(`limit must be an integer between 1 and ${SEARCH_MAX_LIMIT}`);
-  let q = applyFilters(db.selectFrom('audit_entries').select(AUDIT_FIELDS), filters);
-  if (filters.cursor) {
-    const c = decodeCursor(filters.cursor);
-    q = q.where(sql<boolean>`(ts, id) < (${c.ts}::timestamptz, ${c.id}::uuid)`);
+  const cursor = filters.cursor ? decodeCursor(filters.cursor) : null;
+  const query = (range: { from?: Date; to?: Date }) => {
+    let q = afterCursor(applyFilters(db.selectFrom('audit_entries').select(AUDIT_FIELDS), filters), cursor);
+    if (range.from) q = q.where('ts', '>=', range.from as never);
+    if (range.to) q = q.where('ts', '<', range.to as never);
+    return q.orderBy('ts', 'desc').orderBy('id', 'desc');
+  };
+  const page: Page = async (n, range) => (await query(range).limit(n).execute()) as unknown as Row[];
+  const hotStart = dayStart(new Date());
+  const want = limit + 1;
+  const rows: Row[] = [];
+  const hotReachable = !(filters.to && filters.to.getTime() <= hotStart.getTime()) && !(cursor && Date.parse(cursor.ts) < hotStart.getTime());
+  if (hotReachable) rows.push(...(await searchHot(db, filters, cursor, hotStart, want, page)));
+  if (rows.length < want && !(filters.from && filters.from.getTime() >= hotStart.getTime())) {
+    rows.push(...(await page(want - rows.length, { to: hotStart })));
   }
-  const rows = (await q.orderBy('ts', 'desc').orderBy('id', 'desc').limit(limit + 1).execute()) as unknown as Row[];
   const more = rows.length > limit;
   const items = rows.slice(0, limit).map(toEntry);
   const last = items[items.length - 1];
   return { items, next_cursor: more && last ? encodeCursor(last.ts, last.id) : null };
+}
+
+/**
+ * The hot day's part of a page. Without an identity, source or request id filter, by time order. With one: first by
+ * time order through the newest HOT_PROBE_ROWS rows, which fills the page when the filter is common; then, below
+ * them, by time order again when it matched often enough there (HOT_PROBE_COMMON), else through the BRIN bloom index, which skips every block range without the value, so a rare or absent value
+ * costs the ranges holding it rather than the day. PostgreSQL cannot cost a bloom filter (it prices BRIN by the
+ * column's physical correlation, near zero here) and would read the day by time order or in full, so that read runs
+ * with plain index and sequential scans disabled for its transaction, and with the cursor's bound written so the time
+ * index cannot serve it.
+ */
+async function searchHot(
+  db: Kysely<AuditDatabase>, filters: AuditFilters, cursor: { ts: string; id: string } | null, hotStart: Date, want: number, page: Page,
+): Promise<Row[]> {
+  const range = { from: filters.from && filters.from.getTime() > hotStart.getTime() ? filters.from : hotStart, ...(filters.to ? { to: filters.to } : {}) };
+  if (!bloomFiltered(filters)) return page(want, range);
+  // The HOT_PROBE_ROWS-th newest row of the range (before the filters): where reading by time order stops.
+  let edge = afterCursor(db.selectFrom('audit_entries').select(['ts', 'id']).where('ts', '>=', range.from as never), cursor);
+  if (range.to) edge = edge.where('ts', '<', range.to as never);
+  const boundary = (await edge.orderBy('ts', 'desc').orderBy('id', 'desc').offset(HOT_PROBE_ROWS - 1).limit(1).executeTakeFirst()) as { ts: Date; id: string } | undefined;
+  if (!boundary) return page(want, range);
+  const at = boundary.ts.toISOString();
+  const newest = (await applyFilters(
+    afterCursor(db.selectFrom('audit_entries').select(AUDIT_FIELDS), cursor).where(sql<boolean>`(ts, id) >= (${at}::timestamptz, ${boundary.id}::uuid)`),
+    { ...filters, from: range.from },
+  ).orderBy('ts', 'desc').orderBy('id', 'desc').limit(want).execute()) as unknown as Row[];
+  if (newest.length >= want) return newest;
+  if (newest.length * HOT_PROBE_COMMON >= want) {
+    // Common enough that reading on by time order finds the rest within about HOT_PROBE_COMMON × HOT_PROBE_ROWS rows,
+    // where its values are in most block ranges and the bloom filters would rule out few.
+    return [...newest, ...(await applyFilters(db.selectFrom('audit_entries').select(AUDIT_FIELDS), { ...filters, from: range.from })
+      .where(sql<boolean>`(ts, id) < (${at}::timestamptz, ${boundary.id}::uuid)`)
+      .orderBy('ts', 'desc').orderBy('id', 'desc').limit(want - newest.length).execute() as unknown as Row[])];
+  }
+  const older = await db.transaction().execute(async (trx) => {
+    await sql`set local enable_seqscan = off`.execute(trx);
+    await sql`set local enable_indexscan = off`.execute(trx);
+    await sql`set local enable_indexonlyscan = off`.execute(trx);
+    // ts + 0 s: the same order, but no index on ts can serve the bound, so only the bloom filters narrow the read.
+    return (await applyFilters(trx.selectFrom('audit_entries').select(AUDIT_FIELDS), { ...filters, from: range.from })
+      .where(sql<boolean>`(ts + interval '0 s', id) < (${at}::timestamptz, ${boundary.id}::uuid)`)
+      .orderBy('ts', 'desc').orderBy('id', 'desc').limit(want - newest.length).execute()) as unknown as Row[];
+  });
+  return [...newest, ...older];
 }
 
 /** One entry by its id (the primary key is (id, ts): one index probe per partition), or null. */
