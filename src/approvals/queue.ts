@@ -4,7 +4,7 @@ import { GatehouseError } from '../errors/registry.js';
 import type { Db } from '../store/repos/util.js';
 import type { PiiScanner } from '../governance/pii/index.js';
 import type { ApprovalQueue, ApprovalTicket, GovernedRequest } from '../pipeline/context.js';
-import { FORWARDED_REQUEST_HEADERS } from '../pipeline/http.js';
+import { FORWARDED_REQUEST_HEADERS, single } from '../pipeline/http.js';
 import type { PayloadCipher } from './crypto.js';
 import type { ApprovalNotice } from '../notify/message.js';
 
@@ -39,7 +39,10 @@ function storedRequestOf(req: GovernedRequest): StoredRequest {
   const a = req.action;
   if (a.kind === 'sql') return { kind: 'sql', sql: a.sql, params: [...a.params] };
   const headers: Record<string, string> = {};
-  for (const name of FORWARDED_REQUEST_HEADERS) if (a.headers[name] !== undefined) headers[name] = a.headers[name]!;
+  for (const name of FORWARDED_REQUEST_HEADERS) {
+    const v = single(a.headers[name]);
+    if (v !== undefined) headers[name] = v;
+  }
   const t = req.httpTarget!;
   return { kind: 'http', method: a.method, raw_target: a.rawTarget, url: t.url.toString(), path: t.path, query: t.query, headers, body_b64: a.body ? a.body.toString('base64') : null };
 }

@@ -1,12 +1,12 @@
 // The gateway's HTTP listener (spec §4 Gateway): health and readiness now; the proxy, MCP and stats routes register here as they land.
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import { createHttpServer } from '../http/server.js';
+import { createHttpServer, installFrontDoor } from '../http/server.js';
 import { registerHealthRoutes } from '../health/routes.js';
 import { errorRegistry, GatehouseError, isGatehouseError } from '../errors/registry.js';
 import type { Services } from '../runtime/services.js';
 import { StoreUnavailableError } from '../store/errors.js';
 import { buildGovernanceRuntime } from '../runtime/governance.js';
-import { refuseProxyRequest, registerProxyRoutes } from './proxy/route.js';
+import { proxyFrontDoor, refuseProxyRequest, registerProxyRoutes } from './proxy/route.js';
 import { registerStatsRoute } from './stats.js';
 import { registerGatewayMetrics } from '../observability/routes.js';
 import { registerAgentApprovalRoute } from '../approvals/agent-route.js';
@@ -32,7 +32,10 @@ export async function buildGatewayApp(services: Services): Promise<FastifyInstan
   const governance = await buildGovernanceRuntime(services);
   const connections = registerStatsRoute(app, services, governance);
   registerGatewayMetrics(app, services, governance, connections);
-  registerProxyRoutes(app, { pipeline: governance.deps, auditor: services.auditor, requestBodyBytes: config.gateway.limits.request_body_bytes });
+  const proxy = { pipeline: governance.deps, auditor: services.auditor, requestBodyBytes: config.gateway.limits.request_body_bytes };
+  registerProxyRoutes(app, proxy);
+  // Ordinary proxy requests skip the framework (docs/decisions/0028-proxy-hot-path.md); the route keeps the rest.
+  installFrontDoor(app, proxyFrontDoor({ ...proxy, log: app.log, trustProxy: config.gateway.trust_proxy, tracing: services.tracing }));
   registerAgentApprovalRoute(app, { db: services.db, auditor: services.auditor, authenticate: governance.deps.authenticate });
   await registerMcpRoutes(app, services, governance);
   return app;

@@ -3,7 +3,9 @@ import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance, t
 import type { Logger } from '../observability/logger.js';
 import { uuidv7 } from '../util/uuidv7.js';
 import { SpanStatusCode, type Span, type Tracing } from '../observability/tracing.js';
-import type { Server as TlsServer } from 'node:tls';
+import type { Server as TlsServer, TLSSocket } from 'node:tls';
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import proxyAddr from '@fastify/proxy-addr';
 import { httpsServerOptions, readListenerTls, reloadListenerTls, type ListenerTls, type ListenerTlsConfig } from './tls.js';
 
 declare module 'fastify' {
@@ -84,31 +86,49 @@ export function createHttpServer(opts: HttpServerOptions): FastifyInstance {
   return app;
 }
 
+/** The server span's attributes and name of one request, the same on every handler of a listener (docs/observability.md "Traces"). */
+export interface ServerSpanRequest {
+  readonly method: string;
+  /** The route template, never the raw URL: paths and queries may carry data. */
+  readonly route: string;
+  readonly headers: Readonly<Record<string, string | string[] | undefined>>;
+  readonly requestId: string;
+  readonly protocol: string;
+}
+
+/** The request's server span, or undefined when its new trace is not sampled (decided before anything is built). */
+export function startServerSpan(tracing: Tracing, listener: string, r: ServerSpanRequest): Span | undefined {
+  if (r.headers.traceparent === undefined && !tracing.sampleNewTrace()) return undefined;
+  return tracing.startServer(`${r.method} ${r.route}`, r.headers, {
+    'http.request.method': r.method,
+    'http.route': r.route,
+    'gatehouse.listener': listener,
+    'gatehouse.request_id': r.requestId,
+    'url.scheme': r.protocol,
+  });
+}
+
+/** Ends a server span with the answer's status, or as `client_closed` (null) when the client went away first. */
+export function endServerSpan(span: Span, status: number | null): void {
+  if (status === null) span.setStatus({ code: SpanStatusCode.ERROR, message: 'client_closed' });
+  else {
+    span.setAttribute('http.response.status_code', status);
+    if (status >= 500) span.setStatus({ code: SpanStatusCode.ERROR });
+  }
+  span.end();
+}
+
 function traceRequests(app: FastifyInstance, tracing: Tracing, listener: string): void {
   app.decorateRequest('span', undefined);
   app.addHook('onRequest', (req, _reply, done) => {
-    // An unsampled new trace is decided before anything is built: the request then costs as without tracing.
-    if (req.headers.traceparent === undefined && !tracing.sampleNewTrace()) return done();
-    const route = req.routeOptions.url ?? 'unmatched';
-    req.span = tracing.startServer(`${req.method} ${route}`, req.headers, {
-      'http.request.method': req.method,
-      'http.route': route,
-      'gatehouse.listener': listener,
-      'gatehouse.request_id': req.id,
-      'url.scheme': req.protocol,
-    });
+    req.span = startServerSpan(tracing, listener, { method: req.method, route: req.routeOptions.url ?? 'unmatched', headers: req.headers, requestId: req.id, protocol: req.protocol });
     done();
   });
   const finish = (req: FastifyRequest, status: number | null): void => {
     const span = req.span;
     if (span === undefined) return;
     req.span = undefined;
-    if (status === null) span.setStatus({ code: SpanStatusCode.ERROR, message: 'client_closed' });
-    else {
-      span.setAttribute('http.response.status_code', status);
-      if (status >= 500) span.setStatus({ code: SpanStatusCode.ERROR });
-    }
-    span.end();
+    endServerSpan(span, status);
   };
   app.addHook('onResponse', (req, reply, done) => {
     finish(req, reply.statusCode);
@@ -118,4 +138,47 @@ function traceRequests(app: FastifyInstance, tracing: Tracing, listener: string)
     finish(req, null);
     done();
   });
+}
+
+/** A handler that runs before the framework on a listener: true when it took the request (and will answer it). */
+export type FrontDoor = (req: IncomingMessage, res: ServerResponse) => boolean;
+
+/**
+ * Serves some requests ahead of Fastify on the app's own listener, so they share its socket, TLS, header bound,
+ * connection limit and timeouts: `door` answers true when it took the request. Everything else goes to Fastify's
+ * routes, and so does every request once the app is closing (Fastify answers those 503, `return503OnClosing`).
+ * docs/decisions/0028-proxy-hot-path.md says why the proxy has one.
+ */
+export function installFrontDoor(app: FastifyInstance, door: FrontDoor): void {
+  const server = app.server;
+  const listeners = server.listeners('request');
+  if (listeners.length !== 1) throw new Error(`a front door needs the framework's one request listener (found ${listeners.length})`);
+  const framework = listeners[0] as (req: IncomingMessage, res: ServerResponse) => void;
+  let closing = false;
+  app.addHook('preClose', (done) => {
+    closing = true;
+    done();
+  });
+  server.removeListener('request', framework);
+  server.on('request', (req: IncomingMessage, res: ServerResponse) => {
+    if (closing || !door(req, res)) framework(req, res);
+  });
+}
+
+/** Trusts every proxy (`trust_proxy: true`), as Fastify's `trustProxy: true` does. */
+const trustAll = (): boolean => true;
+
+/**
+ * The client address and scheme of a request as Fastify reads them for the same `trustProxy` (a front door must
+ * see what a route would): the left-most X-Forwarded-For address and the last X-Forwarded-Proto entry when the
+ * proxy is trusted, else the socket's.
+ */
+export function clientOf(raw: IncomingMessage, trustProxy: boolean): { ip: string | null; protocol: string } {
+  const socket = raw.socket as TLSSocket | undefined;
+  const scheme = socket?.encrypted === true ? 'https' : 'http';
+  if (!trustProxy) return { ip: socket?.remoteAddress ?? null, protocol: scheme };
+  const all = proxyAddr.all(raw, trustAll);
+  const forwardedProto = raw.headers['x-forwarded-proto'];
+  const proto = typeof forwardedProto === 'string' && forwardedProto !== '' ? forwardedProto.slice(forwardedProto.lastIndexOf(',') + 1).trim() : scheme;
+  return { ip: all[all.length - 1] ?? null, protocol: proto };
 }

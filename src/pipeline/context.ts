@@ -26,7 +26,7 @@ export type GovernedAction =
       /** The request target exactly as received, for path validation (never a decoded form). */
       readonly rawTarget: string;
       /** Request headers, lower-cased names; only the allowlist of spec §4 rule 6 ever goes upstream. */
-      readonly headers: Readonly<Record<string, string>>;
+      readonly headers: HttpHeaders;
       readonly body: Buffer | null;
     }
   | {
@@ -45,6 +45,12 @@ export type GovernedAction =
       readonly tracksSearchPath?: true;
       readonly searchPath?: PathResolution | null;
     };
+
+/**
+ * Request headers as node:http parsed them (lower-cased names; a repeated header joined with ", ", except the few
+ * node keeps as a list): the proxy passes its parser's map as it is, and readers take `single()` of a name.
+ */
+export type HttpHeaders = Readonly<Record<string, string | readonly string[] | undefined>>;
 
 /** How the identity is established: a bearer credential to verify, or an identity the front door already authenticated (the wire listener at login). */
 export type Credential = { readonly kind: 'bearer'; readonly authorization: string | undefined } | { readonly kind: 'authenticated'; readonly identity: AgentIdentity };

@@ -10,7 +10,7 @@ import type { EgressDispatcher } from '../egress/agent.js';
 import type { CircuitRegistry } from '../egress/circuit.js';
 import type { CacheKey, GovernedCache } from '../cache/governed-cache.js';
 import type { SecretRefResult } from '../config/secrets.js';
-import type { GovernedRequest, PipelineDeps, Stage, StageOutcome } from './context.js';
+import type { GovernedRequest, HttpHeaders, PipelineDeps, Stage, StageOutcome } from './context.js';
 import { isWriteOperation } from './context.js';
 import { decisionStages } from './decide.js';
 import { recordWriteIntent, runStages } from './run.js';
@@ -49,15 +49,16 @@ export type HttpOutcome = StageOutcome | { readonly kind: 'respond'; readonly re
 
 type HttpStage = Stage<HttpExecution, HttpPipelineDeps, HttpOutcome>;
 
-function single(value: string | string[] | undefined): string | undefined {
-  return Array.isArray(value) ? value.join(', ') : value;
+/** One header value: a list (what node:http keeps as one) joined as the header would be repeated. */
+export function single(value: string | readonly string[] | undefined): string | undefined {
+  return typeof value === 'string' || value === undefined ? value : value.join(', ');
 }
 
 function cacheScope(req: HttpExecution) {
   const identity = req.identity!;
   const decision = req.policyDecision!;
   const role = req.roleDecision!;
-  const headers = req.action.kind === 'http' ? req.action.headers : {};
+  const headers: HttpHeaders = req.action.kind === 'http' ? req.action.headers : {};
   return {
     source_id: req.sourceId,
     identity_id: identity.id,
@@ -74,8 +75,8 @@ function cacheScope(req: HttpExecution) {
     method: 'GET' as const,
     path: req.httpTarget!.path,
     query: req.httpTarget!.query,
-    accept: headers.accept ?? null,
-    accept_language: headers['accept-language'] ?? null,
+    accept: single(headers.accept) ?? null,
+    accept_language: single(headers['accept-language']) ?? null,
   };
 }
 
@@ -161,7 +162,7 @@ export const executeUpstream: HttpStage = {
     if (isWriteOperation(req.operation) || req.preApproved) await recordWriteIntent(req);
     const headers: Record<string, string> = {};
     for (const name of FORWARDED_REQUEST_HEADERS) {
-      const v = req.action.headers[name];
+      const v = single(req.action.headers[name]);
       if (v !== undefined) headers[name] = v;
     }
     const config = httpConfigOf(req.source!);
