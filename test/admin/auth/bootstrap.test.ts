@@ -116,5 +116,6 @@ describe('embedded development mode (PGlite and in-process coordination)', () =>
     } finally {
       await svc.stop();
     }
-  });
+    // PGlite's first start (WASM compile, migrations) takes 30–45 s on a loaded two-core machine: a guard, not a target.
+  }, 120_000);
 });
