@@ -1,4 +1,4 @@
-// Ingestion benchmark (`npm run bench:ingest`): 1,000 ten-page text PDFs ingested by one and by two real worker processes against pdftotext extracting the same files in one process (goal ≥ 0.5×), worker RSS (goal < 300 MB), and search_documents p95 over 100k indexed pages through MCP (goal ≤ 50 ms).
+// Ingestion benchmark (`npm run bench:ingest`): 1,000 ten-page text PDFs ingested by one and by two real worker processes against pdftotext extracting the same files in one process (goal ≥ 0.5×), worker RSS (goal < 300 MB), and search_documents p95 over 100k indexed pages through MCP (goal ≤ 50 ms; BENCH_INGEST_SEARCH_ONLY=1 runs this part alone).
 import { execFile } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { mkdir, writeFile } from 'node:fs/promises';
@@ -11,7 +11,9 @@ import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { startIngestionWorld, type IngestionWorld } from '../test/ingestion/support.js';
 import { quantile } from './stats.js';
-import { searchPages } from '../src/store/repos/documents.js';
+import { searchPages, searchStatement } from '../src/store/repos/document-search.js';
+import { CLOCK_TICKS, procTicks } from './proc.js';
+import type { Db } from '../src/store/repos/util.js';
 
 const run = promisify(execFile);
 const DOCS = Number(process.env.BENCH_INGEST_DOCS ?? 1_000);
@@ -19,6 +21,8 @@ const PAGES = 10;
 const SEARCH_PAGES = Number(process.env.BENCH_INGEST_SEARCH_PAGES ?? 100_000);
 const SEARCHES = Number(process.env.BENCH_INGEST_SEARCHES ?? 300);
 const VOCAB = 50_000;
+/** Only the search part: no PDFs, no ingestion runs; the pages are filled directly (bench/README.md). */
+const SEARCH_ONLY = process.env.BENCH_INGEST_SEARCH_ONLY === '1';
 
 /** A deterministic word: `w` + base-36 of a pseudo-random index (so pages differ and terms are selective). */
 function word(seed: number): string {
@@ -101,92 +105,189 @@ async function ingestWith(world: IngestionWorld, workers: number): Promise<Inges
 async function main(): Promise<void> {
   const world = await startIngestionWorld({ SERVICE_INGESTION__POLL_INTERVAL_MS: '100' }, { role: 'all' });
   try {
-    const dir = path.join(world.root, 'bench');
-    await mkdir(dir);
-    const t0 = performance.now();
-    for (let i = 0; i < DOCS; i++) await writeFile(path.join(dir, `doc-${i}.pdf`), await makePdf(i));
-    console.log(`generated ${DOCS} PDFs of ${PAGES} pages in ${((performance.now() - t0) / 1000).toFixed(1)} s`);
-
-    // Baseline: pdftotext over the same files, one after another in one process.
-    const b0 = performance.now();
-    for (let i = 0; i < DOCS; i++) await run('pdftotext', ['-q', path.join(dir, `doc-${i}.pdf`), '-']);
-    const baseline = DOCS / ((performance.now() - b0) / 1000);
-
     expectOk(await world.admin('POST', '/api/data-sources', { name: 'Bench', source_id: 'bench', source_type: 'files', connection_config: { root: world.root }, create_default_roles: true }));
-    const sync = expectOk(await world.admin('POST', '/api/data-sources/bench/sync'));
-    if (sync.json.jobs_created !== DOCS) throw new Error(`sync created ${sync.json.jobs_created} jobs`);
+    const lines: Array<() => void> = [];
+    if (!SEARCH_ONLY) lines.push(await ingestBench(world));
+    lines.push(await searchBench(world));
+    console.log('');
+    for (const l of lines) l();
+  } finally {
+    await world.stop();
+  }
+}
 
-    const one = await ingestWith(world, 1);
-    console.log(`pdftotext ${baseline.toFixed(1)} docs/s; gatehouse 1 worker ${one.docsPerSecond.toFixed(1)} docs/s, max RSS ${one.maxRssMb.toFixed(0)} MB (peak ${one.peakMb.toFixed(0)} MB), ${one.cpuMsPerDoc.toFixed(1)} ms CPU/doc`);
-    const two = await ingestWith(world, 2);
-    console.log(`gatehouse 2 workers ${two.docsPerSecond.toFixed(1)} docs/s, max RSS per worker ${two.maxRssMb.toFixed(0)} MB (peak ${two.peakMb.toFixed(0)} MB)`);
+const line = (name: string, value: string, goal: string, pass: boolean) => console.log(`${name.padEnd(44)} ${value.padEnd(22)} goal ${goal.padEnd(12)} ${pass ? 'PASS' : 'FAIL'}`);
+const loadavg = () => readFileSync('/proc/loadavg', 'utf8').split(' ').slice(0, 3).join(' ');
 
-    // Top the index up to SEARCH_PAGES pages of the same kind of text, then search through MCP.
-    const db = world.svc.running.services.db;
-    const have = Number((await sql<{ n: number }>`select count(*)::int as n from ingestion_document_pages`.execute(db)).rows[0]!.n);
-    const extraDocs = Math.ceil(Math.max(0, SEARCH_PAGES - have) / PAGES);
-    await sql`insert into ingestion_documents (source_id, path, content_type, byte_size, sha256, page_count)
-      select 'bench', 'synthetic/' || g || '.pdf', 'application/pdf', 0, md5(g::text), ${PAGES} from generate_series(1, ${extraDocs}) g`.execute(db);
-    const ids = (await sql<{ id: number }>`select id from ingestion_documents where path like 'synthetic/%' order by id`.execute(db)).rows.map((r) => r.id);
-    // In batches: one statement per 200 documents stays well inside the statement timeout on a busy machine.
-    for (let i = 0; i < ids.length; i += 200) {
-      const batch = ids.slice(i, i + 200);
-      await sql`insert into ingestion_document_pages (document_id, page_no, text)
-        select d, p, (select string_agg('w' || to_hex(((d * 7919 + p * 104729 + k * 31) % ${VOCAB})::int), ' ') from generate_series(1, 300) k)
-        from unnest(${sql.val(batch)}::bigint[]) d, generate_series(1, ${PAGES}) p`.execute(db);
-    }
-    await sql`analyze ingestion_document_pages`.execute(db);
-    const pages = Number((await sql<{ n: number }>`select count(*)::int as n from ingestion_document_pages`.execute(db)).rows[0]!.n);
+async function ingestBench(world: IngestionWorld): Promise<() => void> {
+  const dir = path.join(world.root, 'bench');
+  await mkdir(dir);
+  const t0 = performance.now();
+  for (let i = 0; i < DOCS; i++) await writeFile(path.join(dir, `doc-${i}.pdf`), await makePdf(i));
+  console.log(`generated ${DOCS} PDFs of ${PAGES} pages in ${((performance.now() - t0) / 1000).toFixed(1)} s`);
 
-    const agent = await world.agent('bench-reader', [{ source_id: 'bench', role_key: 'reader' }]);
-    const client = new Client({ name: 'bench', version: '1.0.0' });
-    await client.connect(new StreamableHTTPClientTransport(new URL(`${world.svc.gatewayUrl}/mcp`), { requestInit: { headers: { authorization: `Bearer ${agent.key}` } } }));
-    const times: number[] = [];
-    let hits = 0;
-    for (let i = 0; i < SEARCHES + 20; i++) {
-      const query = i % 2 === 0 ? word(i * 7 + 3) : `${word(i * 11 + 5)} ${word(i * 13 + 1)}`;
-      const s = performance.now();
-      const r = await client.callTool({ name: 'search_documents', arguments: { query, source: 'bench', limit: 10 } });
-      if (i >= 20) times.push(performance.now() - s);
-      if (r.isError) throw new Error(`search failed: ${JSON.stringify(r.structuredContent)}`);
-      hits += ((r.structuredContent as { results: unknown[] }).results ?? []).length;
-    }
-    // The MCP round trip itself (authentication, one audit entry, JSON-RPC over HTTP): list_sources, same client.
-    const baseTimes: number[] = [];
-    for (let i = 0; i < SEARCHES + 20; i++) {
-      const s = performance.now();
-      await client.callTool({ name: 'list_sources', arguments: {} });
-      if (i >= 20) baseTimes.push(performance.now() - s);
-    }
-    // The index query alone, as the tool runs it.
-    const queryTimes: number[] = [];
-    for (let i = 0; i < SEARCHES; i++) {
-      const s = performance.now();
-      await searchPages(db, i % 2 === 0 ? word(i * 7 + 3) : `${word(i * 11 + 5)} ${word(i * 13 + 1)}`, ['bench'], 40);
-      queryTimes.push(performance.now() - s);
-    }
-    baseTimes.sort((a, b) => a - b);
-    queryTimes.sort((a, b) => a - b);
-    await client.close();
-    times.sort((a, b) => a - b);
-    const p50 = quantile(times, 0.5);
-    const p95 = quantile(times, 0.95);
+  // Baseline: pdftotext over the same files, one after another in one process.
+  const b0 = performance.now();
+  for (let i = 0; i < DOCS; i++) await run('pdftotext', ['-q', path.join(dir, `doc-${i}.pdf`), '-']);
+  const baseline = DOCS / ((performance.now() - b0) / 1000);
 
-    const line = (name: string, value: string, goal: string, pass: boolean) => console.log(`${name.padEnd(44)} ${value.padEnd(22)} goal ${goal.padEnd(12)} ${pass ? 'PASS' : 'FAIL'}`);
-    console.log(`\npdftotext, one process:   ${baseline.toFixed(1)} docs/s`);
+  const sync = expectOk(await world.admin('POST', '/api/data-sources/bench/sync'));
+  if (sync.json.jobs_created !== DOCS) throw new Error(`sync created ${sync.json.jobs_created} jobs`);
+
+  const one = await ingestWith(world, 1);
+  console.log(`pdftotext ${baseline.toFixed(1)} docs/s; gatehouse 1 worker ${one.docsPerSecond.toFixed(1)} docs/s, max RSS ${one.maxRssMb.toFixed(0)} MB (peak ${one.peakMb.toFixed(0)} MB), ${one.cpuMsPerDoc.toFixed(1)} ms CPU/doc`);
+  const two = await ingestWith(world, 2);
+  console.log(`gatehouse 2 workers ${two.docsPerSecond.toFixed(1)} docs/s, max RSS per worker ${two.maxRssMb.toFixed(0)} MB (peak ${two.peakMb.toFixed(0)} MB)`);
+  return () => {
+    console.log(`pdftotext, one process:   ${baseline.toFixed(1)} docs/s`);
     console.log(`gatehouse, 1 worker:      ${one.docsPerSecond.toFixed(1)} docs/s (max RSS ${one.maxRssMb.toFixed(0)} MB, VmHWM ${one.peakMb.toFixed(0)} MB, ${one.cpuMsPerDoc.toFixed(1)} ms CPU/doc; ${BUILT ? 'built' : 'tsx'})`);
     console.log(`gatehouse, 2 workers:     ${two.docsPerSecond.toFixed(1)} docs/s (max RSS per worker ${two.maxRssMb.toFixed(0)} MB, VmHWM ${two.peakMb.toFixed(0)} MB)`);
-    console.log(`search_documents over ${pages} pages via MCP: p50 ${p50.toFixed(1)} ms, p95 ${p95.toFixed(1)} ms (${SEARCHES} searches, ${hits} results)`);
-    console.log(`  of which the index query alone: p50 ${quantile(queryTimes, 0.5).toFixed(1)} ms, p95 ${quantile(queryTimes, 0.95).toFixed(1)} ms`);
-    console.log(`  MCP round trip baseline (list_sources): p50 ${quantile(baseTimes, 0.5).toFixed(1)} ms, p95 ${quantile(baseTimes, 0.95).toFixed(1)} ms\n`);
     line('1 worker ÷ pdftotext', `${(one.docsPerSecond / baseline).toFixed(2)}×`, '≥ 0.5×', one.docsPerSecond / baseline >= 0.5);
     line('2 workers ÷ pdftotext', `${(two.docsPerSecond / baseline).toFixed(2)}×`, '≥ 0.5×', two.docsPerSecond / baseline >= 0.5);
     const rss = Math.max(one.maxRssMb, two.maxRssMb, one.peakMb, two.peakMb);
     line(`worker RSS (peak, ${BUILT ? 'built' : 'tsx'})`, `${rss.toFixed(0)} MB`, '< 300 MB', rss < 300);
-    line(`search_documents p95 (${pages} pages)`, `${p95.toFixed(1)} ms`, '≤ 50 ms', p95 <= 50);
-  } finally {
-    await world.stop();
+  };
+}
+
+/** The word of Zipf rank r (1 = the most frequent) in the synthetic pages. */
+const zipfWord = (r: number) => `z${r.toString(16)}`;
+
+/**
+ * Search queries of every kind a reader types, by how many pages their words hit in a Zipf vocabulary: a very common
+ * word (on nearly every page), common, middling and rare words, two-word ANDs, a phrase, an OR and an exclusion.
+ */
+function searchQuery(i: number): { kind: string; query: string } {
+  const n = (k: number) => ((i * 2654435761) >>> 0) % k;
+  const kinds: Array<[string, () => string]> = [
+    ['very common', () => zipfWord(1 + n(5))],
+    ['common', () => zipfWord(20 + n(80))],
+    ['middling', () => zipfWord(300 + n(2_000))],
+    ['rare', () => zipfWord(5_000 + n(40_000))],
+    ['common + rare', () => `${zipfWord(1 + n(50))} ${zipfWord(3_000 + n(30_000))}`],
+    ['common + common', () => `${zipfWord(1 + n(20))} ${zipfWord(21 + n(200))}`],
+    ['phrase', () => `"${zipfWord(1 + n(10))} ${zipfWord(1 + n(7))}"`],
+    ['or', () => `${zipfWord(500 + n(5_000))} or ${zipfWord(500 + n(7_000))}`],
+    ['exclusion', () => `${zipfWord(30 + n(300))} -${zipfWord(1 + n(10))}`],
+  ];
+  const [kind, make] = kinds[i % kinds.length]!;
+  return { kind, query: make() };
+}
+
+/** CPU ticks of every PostgreSQL backend connected to this database (the gateway's pool included). */
+async function backendTicks(db: Db): Promise<number> {
+  const r = await sql<{ pid: number }>`select pid from pg_stat_activity where datname = current_database()`.execute(db);
+  return r.rows.reduce((sum, row) => sum + procTicks(row.pid), 0);
+}
+
+async function searchBench(world: IngestionWorld): Promise<() => void> {
+  // Fill the index to SEARCH_PAGES pages of Zipf-distributed words (rank r drawn with P ∝ 1/r over VOCAB words,
+  // 300 words a page); every tenth document belongs to a source the bench agent has no grant on.
+  const db = world.svc.running.services.db;
+  expectOk(await world.admin('POST', '/api/data-sources', { name: 'Bench other', source_id: 'bench-other', source_type: 'files', connection_config: { root: world.root }, create_default_roles: true }));
+  const have = Number((await sql<{ n: number }>`select count(*)::int as n from ingestion_document_pages`.execute(db)).rows[0]!.n);
+  const extraDocs = Math.ceil(Math.max(0, SEARCH_PAGES - have) / PAGES);
+  const f0 = performance.now();
+  await sql`insert into ingestion_documents (source_id, path, content_type, byte_size, sha256, page_count)
+    select case when g % 10 = 0 then 'bench-other' else 'bench' end, 'synthetic/' || g || '.pdf', 'application/pdf', 0, md5(g::text), ${PAGES}
+    from generate_series(1, ${extraDocs}) g`.execute(db);
+  const ids = (await sql<{ id: number }>`select id from ingestion_documents where path like 'synthetic/%' order by id`.execute(db)).rows.map((r) => r.id);
+  // In batches: one statement per 200 documents stays well inside the statement timeout on a busy machine.
+  for (let i = 0; i < ids.length; i += 200) {
+    const batch = ids.slice(i, i + 200);
+    await sql`insert into ingestion_document_pages (document_id, page_no, text)
+      select d, p, (select string_agg('z' || to_hex(floor(exp(random() * ln(${VOCAB})))::int), ' ') from generate_series(1, 300) k where d > 0 and p > 0)
+      from unnest(${sql.val(batch)}::bigint[]) d, generate_series(1, ${PAGES}) p`.execute(db);
   }
+  await sql`vacuum analyze ingestion_document_pages`.execute(db);
+  await sql`vacuum analyze ingestion_page_terms`.execute(db);
+  await sql`analyze ingestion_documents`.execute(db);
+  const pages = Number((await sql<{ n: number }>`select count(*)::int as n from ingestion_document_pages`.execute(db)).rows[0]!.n);
+  console.log(`filled to ${pages} pages in ${((performance.now() - f0) / 1000).toFixed(0)} s (load average ${loadavg()})`);
+
+  const agent = await world.agent('bench-reader', [{ source_id: 'bench', role_key: 'reader' }]);
+  const client = new Client({ name: 'bench', version: '1.0.0' });
+  await client.connect(new StreamableHTTPClientTransport(new URL(`${world.svc.gatewayUrl}/mcp`), { requestInit: { headers: { authorization: `Bearer ${agent.key}` } } }));
+  const load0 = loadavg();
+  const times: number[] = [];
+  const byKind = new Map<string, number[]>();
+  let hits = 0;
+  let cpu0 = process.cpuUsage();
+  let pg0 = await backendTicks(db);
+  for (let i = 0; i < SEARCHES + 20; i++) {
+    if (i === 20) {
+      cpu0 = process.cpuUsage();
+      pg0 = await backendTicks(db);
+    }
+    const { kind, query } = searchQuery(i);
+    const s = performance.now();
+    // Half the calls name the source, half search every granted source (the grant filter is then the only filter).
+    const r = await client.callTool({ name: 'search_documents', arguments: i % 2 === 0 ? { query, source: 'bench', limit: 10 } : { query, limit: 10 } });
+    const ms = performance.now() - s;
+    if (r.isError) throw new Error(`search failed: ${query}: ${JSON.stringify(r.structuredContent)}`);
+    if (i >= 20) {
+      times.push(ms);
+      byKind.set(kind, [...(byKind.get(kind) ?? []), ms]);
+    }
+    hits += ((r.structuredContent as { results: unknown[] }).results ?? []).length;
+  }
+  const pgTicks = (await backendTicks(db)) - pg0;
+  const cpu = process.cpuUsage(cpu0);
+  const load1 = loadavg();
+  // The MCP round trip itself (authentication, one audit entry, JSON-RPC over HTTP): list_sources, same client.
+  const baseTimes: number[] = [];
+  for (let i = 0; i < SEARCHES + 20; i++) {
+    const s = performance.now();
+    await client.callTool({ name: 'list_sources', arguments: {} });
+    if (i >= 20) baseTimes.push(performance.now() - s);
+  }
+  await client.close();
+  // The index query alone, as the tool runs it (backend CPU from /proc, as above).
+  const queryTimes: number[] = [];
+  const q0 = await backendTicks(db);
+  for (let i = 0; i < SEARCHES; i++) {
+    const s = performance.now();
+    await searchPages(db, searchQuery(i).query, ['bench'], 40);
+    queryTimes.push(performance.now() - s);
+  }
+  const queryTicks = (await backendTicks(db)) - q0;
+  // Quality: top 10 against ranking every matching page (no candidate bound), per kind of query.
+  const recall = new Map<string, number[]>();
+  for (let i = 0; i < 36; i++) {
+    const { kind, query } = searchQuery(i);
+    const got = new Set((await searchPages(db, query, ['bench'], 10)).map((h) => `${h.path}#${h.page_no}`));
+    const exact = await sql<{ k: string }>`
+      select d.path || '#' || p.page_no as k from ingestion_document_pages p join ingestion_documents d on d.id = p.document_id,
+        websearch_to_tsquery('english', ${query}) q
+      where p.tsv @@ q and d.source_id = 'bench' order by ts_rank(p.tsv, q) desc, d.id, p.page_no limit 10`.execute(db);
+    const share = exact.rows.length === 0 ? 1 : exact.rows.filter((r) => got.has(r.k)).length / exact.rows.length;
+    recall.set(kind, [...(recall.get(kind) ?? []), share]);
+  }
+  // EXPLAIN (ANALYZE, BUFFERS) of a very common, a middling and a rare word, as searchPages runs them.
+  for (const query of [zipfWord(1), zipfWord(700), zipfWord(20_000)]) {
+    const stmt = (await searchStatement(db, query, ['bench'], 40))!;
+    const plan = await sql<{ 'QUERY PLAN': string }>`explain (analyze, buffers) ${stmt}`.execute(db);
+    const text = plan.rows.map((r) => r['QUERY PLAN']);
+    console.log(`\nEXPLAIN (ANALYZE, BUFFERS) ${query}:`);
+    for (const l of text) if (/^\s*(->\s+)?(Limit|Sort|Nested|Bitmap|Index|Append|Subquery|Hash)|Buffers|Execution Time|Planning Time|Heap Blocks/.test(l)) console.log(`  ${l}`);
+  }
+
+  times.sort((a, b) => a - b);
+  baseTimes.sort((a, b) => a - b);
+  queryTimes.sort((a, b) => a - b);
+  const p50 = quantile(times, 0.5);
+  const p95 = quantile(times, 0.95);
+  return () => {
+    console.log(`search_documents over ${pages} pages via MCP: p50 ${p50.toFixed(1)} ms, p95 ${p95.toFixed(1)} ms (${SEARCHES} searches, ${hits} results; load average ${load0} before, ${load1} after)`);
+    console.log(`  CPU per search: PostgreSQL backends ${((pgTicks * 1000) / CLOCK_TICKS / SEARCHES).toFixed(1)} ms, gateway + MCP client process ${((cpu.user + cpu.system) / 1000 / SEARCHES).toFixed(1)} ms`);
+    for (const [kind, t] of byKind) {
+      t.sort((a, b) => a - b);
+      const r = recall.get(kind) ?? [];
+      console.log(`  ${kind.padEnd(16)} p50 ${quantile(t, 0.5).toFixed(1).padStart(6)} ms  p95 ${quantile(t, 0.95).toFixed(1).padStart(6)} ms  top-10 overlap with exhaustive ranking ${r.length ? ((100 * r.reduce((a, b) => a + b, 0)) / r.length).toFixed(0) : '-'}%`);
+    }
+    console.log(`  the index query alone: p50 ${quantile(queryTimes, 0.5).toFixed(1)} ms, p95 ${quantile(queryTimes, 0.95).toFixed(1)} ms, PostgreSQL CPU ${((queryTicks * 1000) / CLOCK_TICKS / SEARCHES).toFixed(1)} ms per query`);
+    console.log(`  MCP round trip baseline (list_sources): p50 ${quantile(baseTimes, 0.5).toFixed(1)} ms, p95 ${quantile(baseTimes, 0.95).toFixed(1)} ms`);
+    line(`search_documents p95 (${pages} pages)`, `${p95.toFixed(1)} ms`, '≤ 50 ms', p95 <= 50);
+  };
 }
 
 function expectOk<T extends { status: number; text: string }>(a: T): T {

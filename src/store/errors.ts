@@ -38,6 +38,24 @@ export class InvalidReferenceError extends Error {
   }
 }
 
+/**
+ * A document search query that can find nothing by itself (docs/decisions/0026-document-search.md §4): no words left
+ * after parsing (only stop words or punctuation), or only excluded words (`-word`), which would read every page.
+ */
+export class SearchQueryError extends Error {
+  readonly code = 'search_query' as const;
+  readonly reason: 'no_words' | 'only_excluded';
+  constructor(reason: 'no_words' | 'only_excluded') {
+    super(
+      reason === 'no_words'
+        ? 'The query has no words to search for (only stop words or punctuation).'
+        : 'The query only excludes words; name at least one word to find.',
+    );
+    this.name = 'SearchQueryError';
+    this.reason = reason;
+  }
+}
+
 /** A migration failed (or the migration lock could not be taken); names the migration. */
 export class MigrationError extends Error {
   readonly code = 'migration_failed' as const;

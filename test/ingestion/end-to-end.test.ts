@@ -105,6 +105,10 @@ describe('sync → ingest → search and read over MCP', () => {
     expect(updated.s.results.map((r: Structured) => r.path)).toEqual(['onboarding.docx']);
     expect((await call(c, 'search_documents', { query: 'lighthouse' })).s.results).toEqual([]);
     expect((await call(c, 'search_documents', { query: 'marmalade' })).s.results.map((r: Structured) => r.path)).toEqual(['faq.html']);
+    // A query naming no word (stop words, punctuation) is a clear error, never a database error (decision record 0026 §4).
+    const noWords = await call(c, 'search_documents', { query: 'the and of' });
+    expect([noWords.isError, noWords.s.error]).toEqual([true, 'invalid_request']);
+    expect((await call(c, 'search_documents', { query: `'"):*&|!<->(` })).s.error).toBe('invalid_request');
 
     const shown = await call(c, 'read_document', { source: 'handbook', path: 'policy.pdf', page_from: 2, page_to: 2 });
     expect(shown.isError).toBe(false);
@@ -138,7 +142,7 @@ describe('sync → ingest → search and read over MCP', () => {
       .where('channel' as never, '=', 'mcp' as never)
       .where('action' as never, 'in', ['mcp.search_documents', 'mcp.read_document'] as never)
       .execute() as unknown as Array<{ action: string; identity_id: number; decision: string; source_id: string | null; path: string | null; redactions: number }>;
-    expect(rows.length).toBe(13);
+    expect(rows.length).toBe(15);
     const maskedRead = rows.find((r) => r.identity_id === masked.id && r.action === 'mcp.read_document')!;
     expect(maskedRead).toMatchObject({ decision: 'allow', source_id: 'handbook', path: '/policy.pdf' });
     expect(maskedRead.redactions).toBeGreaterThan(0);

@@ -6,7 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { sql } from 'kysely';
 import { startIngestionWorld, type IngestionWorld } from './support.js';
 import { docx, docxBomb, pdfWithScannedPage } from './fixtures.js';
-import { searchPages } from '../../src/store/repos/documents.js';
+import { searchPages } from '../../src/store/repos/document-search.js';
 import type { StartedCli } from '../support/cli.js';
 
 let world: IngestionWorld;

@@ -5,7 +5,9 @@ import { applyPolicy, authenticateIdentity, checkSourceRole, enforceRateLimit, v
 import { runStages } from '../../pipeline/run.js';
 import type { GovernedRequest, Stage } from '../../pipeline/context.js';
 import type { PiiMode, PiiScanner } from '../../governance/pii/index.js';
-import { getDocument, readPages, searchPages } from '../../store/repos/documents.js';
+import { getDocument, readPages } from '../../store/repos/documents.js';
+import { searchPages } from '../../store/repos/document-search.js';
+import { SearchQueryError } from '../../store/errors.js';
 import { listGrantsForIdentity } from '../../store/repos/grants.js';
 import { filePathProblem } from '../../ingestion/paths.js';
 import { SOURCE_ID_PATTERN, SOURCE_ID_RULE, governedRequest, structuredResult, type ToolDefinition, type ToolRun } from './context.js';
@@ -112,8 +114,11 @@ export const searchDocumentsTool: ToolDefinition<typeof searchDocumentsSchema> =
       const granted = (await listGrantsForIdentity(run.deps.db, run.caller.identity.id)).filter((g) => g.enabled && (g.expires_at === null || g.expires_at.getTime() > now));
       sources = [...new Set(granted.map((g) => g.source_id))].filter((s) => DOCUMENT_SOURCE_TYPES.has(run.deps.pipeline.lookupSource(s)?.source_type ?? ''));
     }
-    // Over-fetch, then keep only pages of documents the caller may read (role and policy by path).
-    const hits = await searchPages(run.deps.db, args.query, sources, args.limit * 4);
+    // Over-fetch, then keep only pages of documents the caller may read (role and policy by path). The sources were
+    // filtered by grant above; the search applies that filter before its limit (decision record 0026 §4).
+    const hits = await searchPages(run.deps.db, args.query, sources, args.limit * 4).catch((error: unknown) => {
+      throw error instanceof SearchQueryError ? new GatehouseError('invalid_request', error.message) : error;
+    });
     const decisions = new Map<string, { mode: PiiMode; redactColumns: readonly string[] } | null>();
     const results: Array<{ source: string; path: string; page: number; snippet: string; rank: number }> = [];
     let redactions = 0;

@@ -12,6 +12,7 @@ import { catalogRenames } from './0013_catalog_renames.js';
 import { consoleOverview } from './0014_console_overview.js';
 import { auditStore } from './0017_audit_store.js';
 import { syncSchedules } from './0018_sync_schedules.js';
+import { documentSearch } from './0019_document_search.js';
 
 /** Every migration, keyed by its sortable name; Kysely applies them in key order. Append only. */
 export const migrations: Readonly<Record<string, Migration>> = Object.freeze({
@@ -27,4 +28,5 @@ export const migrations: Readonly<Record<string, Migration>> = Object.freeze({
   '0014_console_overview': consoleOverview,
   '0017_audit_store': auditStore,
   '0018_sync_schedules': syncSchedules,
+  '0019_document_search': documentSearch,
 });

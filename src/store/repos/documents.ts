@@ -1,4 +1,4 @@
-// Ingested documents and their pages (docs/ingestion.md "Documents"): replace on re-ingestion, full-text search over pages, page ranges for reading.
+// Ingested documents and their pages (docs/ingestion.md "Documents"): replace on re-ingestion, page ranges for reading (search: document-search.ts).
 import { sql } from 'kysely';
 import type { IngestionDocument, JsonObject, JsonValue } from '../schema.js';
 import { guard, json } from './util.js';
@@ -69,31 +69,6 @@ export function listDocuments(db: Db, sourceId: string, opts: { limit: number; a
   let q = db.selectFrom('ingestion_documents').selectAll().where('source_id', '=', sourceId).orderBy('id').limit(opts.limit);
   if (opts.afterId !== undefined) q = q.where('id', '>', opts.afterId);
   return q.execute();
-}
-
-export interface PageHit {
-  source_id: string;
-  path: string;
-  page_no: number;
-  rank: number;
-  text: string;
-  classification: JsonObject;
-}
-
-/**
- * Full-text search over pages of the given sources (websearch syntax: words, "phrases", -not, or), best first.
- * An empty source list finds nothing: callers pass only the sources the identity may read.
- */
-export async function searchPages(db: Db, query: string, sourceIds: readonly string[], limit: number): Promise<PageHit[]> {
-  if (sourceIds.length === 0) return [];
-  const r = await sql<PageHit>`
-    select d.source_id, d.path, p.page_no, ts_rank(p.tsv, q) as rank, p.text, d.classification
-    from websearch_to_tsquery('english', ${query}) q, ingestion_document_pages p
-    join ingestion_documents d on d.id = p.document_id
-    where p.tsv @@ q and d.source_id = any(${sql.val([...sourceIds])}::text[])
-    order by rank desc, d.id, p.page_no
-    limit ${limit}`.execute(db);
-  return r.rows;
 }
 
 export function readPages(db: Db, documentId: number, from: number, to: number): Promise<Array<{ page_no: number; text: string; ocr: boolean }>> {
