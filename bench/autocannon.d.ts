@@ -24,6 +24,8 @@ declare module 'autocannon' {
       errors: number;
       timeouts: number;
       non2xx: number;
+      /** Seconds the measured run took. */
+      duration: number;
     }
   }
   function autocannon(options: autocannon.Options): Promise<autocannon.Result>;

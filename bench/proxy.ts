@@ -37,6 +37,8 @@ const AGENT_AUDIENCE = 'https://gatehouse.bench/agents';
 const AGENT_CLIENT = { client_id: 'bench-agent', client_secret: 'bench-agent-secret-0000000001' };
 /** Telemetry cases (f) miss and (g) hit: the same as (c) and (d) on a second Gatehouse exporting OTLP to a local receiver (docs/observability.md). */
 const GOAL_TELEMETRY_RATIO = 0.95;
+/** Rounds of each telemetry off/on pair (BENCH_TELEMETRY_ROUNDS); with more than one, each case's figures are summed over its rounds. */
+const TELEMETRY_ROUNDS = Number(process.env.BENCH_TELEMETRY_ROUNDS ?? 1);
 /**
  * Gateway processes (gateway.processes), one per core by default: how an operator runs Gatehouse on a host.
  * nginx is measured with one worker and with as many workers as Gatehouse has processes, and the better of
@@ -65,6 +67,10 @@ interface Figures {
   syscalls: number | null;
   /** A detail row (one nginx configuration), printed but not one of the cases. */
   extra?: boolean;
+  /** Requests and CPU microseconds of the measured run, so rounds of one case can be summed. */
+  requests?: number;
+  cpuTotalUs?: number | null;
+  seconds?: number;
 }
 
 type Case = 'a' | 'b' | 'c' | 'd' | 'e' | 'f' | 'g' | 'h';
@@ -142,7 +148,28 @@ async function load(name: string, url: string | (() => string), headers: Record<
     const l = r.latency;
     console.log(`  ${name}: latency ms p50 ${l.p50} · p90 ${l.p90} · p97.5 ${l.p97_5} · p99 ${l.p99} · p99.9 ${l.p99_9} · max ${l.max}`);
   }
-  return { name, rps: r.requests.average, p50: r.latency.p50, p99: r.latency.p99, errors: r.errors + r.timeouts, non2xx: r.non2xx, cpuUs, sysUs, syscalls };
+  return { name, rps: r.requests.average, p50: r.latency.p50, p99: r.latency.p99, errors: r.errors + r.timeouts, non2xx: r.non2xx, cpuUs, sysUs, syscalls, requests: r.requests.total, cpuTotalUs: cpuUs === null ? null : cpuUs * r.requests.total, seconds: r.duration };
+}
+
+/** One case measured in several rounds: requests per second and CPU per request over all of them, the worst p99. */
+function combineRounds(rounds: Figures[]): Figures {
+  if (rounds.length === 1) return rounds[0]!;
+  const requests = rounds.reduce((t, r) => t + (r.requests ?? 0), 0);
+  const seconds = rounds.reduce((t, r) => t + (r.seconds ?? 0), 0);
+  // A per-request figure over all rounds: each round's weighted by its requests.
+  const perRequest = (of: (r: Figures) => number | null): number | null => (rounds.every((r) => of(r) !== null) ? rounds.reduce((t, r) => t + of(r)! * (r.requests ?? 0), 0) / requests : null);
+  const cpu = rounds.every((r) => r.cpuTotalUs !== null && r.cpuTotalUs !== undefined) ? rounds.reduce((t, r) => t + r.cpuTotalUs!, 0) : null;
+  return {
+    name: rounds[0]!.name,
+    rps: requests / seconds,
+    p50: quantile(rounds.map((r) => r.p50).sort((x, y) => x - y), 0.5),
+    p99: Math.max(...rounds.map((r) => r.p99)),
+    errors: rounds.reduce((t, r) => t + r.errors, 0),
+    non2xx: rounds.reduce((t, r) => t + r.non2xx, 0),
+    cpuUs: cpu === null ? null : cpu / requests,
+    sysUs: perRequest((r) => r.sysUs),
+    syscalls: perRequest((r) => r.syscalls),
+  };
 }
 
 async function startNginx(upstreamPort: number, workers: number): Promise<{ port: number; child: ChildProcess; dir: string }> {
@@ -353,15 +380,35 @@ async function main(): Promise<void> {
       for (const [i, nginx] of nginxes.entries()) details.push({ ...(await load(`    nginx, ${nginxWorkers[i]} worker${nginxWorkers[i] === 1 ? '' : 's'}`, `http://127.0.0.1:${nginx.port}/item`, {}, [nginx.child.pid!])), extra: true });
       cases.b = { ...details.reduce((a, b) => (b.rps > a.rps ? b : a)), name: '(b) nginx proxy, best', extra: false };
     }
-    if (CASES.has('c')) cases.c = await load('(c) gatehouse miss', () => `${gh.gatewayUrl}/proxy/bench/miss/item?n=${n++}`, auth, [gh.child.pid!]);
-    if (CASES.has('d')) cases.d = await load('(d) gatehouse hit', `${gh.gatewayUrl}/proxy/bench/hit/item`, auth, [gh.child.pid!]);
+    if (CASES.has('c') && !(ghOtel && CASES.has('f'))) cases.c = await load('(c) gatehouse miss', () => `${gh.gatewayUrl}/proxy/bench/miss/item?n=${n++}`, auth, [gh.child.pid!]);
+    if (CASES.has('d') && !(ghOtel && CASES.has('g'))) cases.d = await load('(d) gatehouse hit', `${gh.gatewayUrl}/proxy/bench/hit/item`, auth, [gh.child.pid!]);
     if (CASES.has('h')) cases.h = await load('(h) hit, agent JWT', `${gh.gatewayUrl}/proxy/bench/hit/item`, { authorization: `Bearer ${gh.jwt}` }, [gh.child.pid!]);
-    if (ghOtel && CASES.has('f')) cases.f = await load('(f) miss, telemetry on', () => `${ghOtel.gatewayUrl}/proxy/bench/miss/item?n=${n++}`, authOtel, [ghOtel.child.pid!]);
-    if (ghOtel && CASES.has('g')) cases.g = await load('(g) hit, telemetry on', `${ghOtel.gatewayUrl}/proxy/bench/hit/item`, authOtel, [ghOtel.child.pid!]);
+    // Telemetry off and on are measured as adjacent pairs, in TELEMETRY_ROUNDS rounds that alternate which goes first,
+    // so a change of the machine's load during the run weighs on both sides of the ratio alike.
+    if (ghOtel) {
+      const missOff = () => load('(c) gatehouse miss', () => `${gh.gatewayUrl}/proxy/bench/miss/item?n=${n++}`, auth, [gh.child.pid!]);
+      const missOn = () => load('(f) miss, telemetry on', () => `${ghOtel.gatewayUrl}/proxy/bench/miss/item?n=${n++}`, authOtel, [ghOtel.child.pid!]);
+      const hitOff = () => load('(d) gatehouse hit', `${gh.gatewayUrl}/proxy/bench/hit/item`, auth, [gh.child.pid!]);
+      const hitOn = () => load('(g) hit, telemetry on', `${ghOtel.gatewayUrl}/proxy/bench/hit/item`, authOtel, [ghOtel.child.pid!]);
+      const pairs: Array<[Case, () => Promise<Figures>, Case, () => Promise<Figures>]> = [];
+      if (CASES.has('f')) pairs.push(['c', missOff, 'f', missOn]);
+      if (CASES.has('g')) pairs.push(['d', hitOff, 'g', hitOn]);
+      const rounds: Partial<Record<Case, Figures[]>> = {};
+      for (let round = 0; round < TELEMETRY_ROUNDS; round++) {
+        for (const [offCase, off, onCase, on] of pairs) {
+          const order = round % 2 === 0 ? ([[offCase, off], [onCase, on]] as const) : ([[onCase, on], [offCase, off]] as const);
+          for (const [which, measure] of order) (rounds[which] ??= []).push(await measure());
+        }
+      }
+      for (const [which, figures] of Object.entries(rounds) as Array<[Case, Figures[]]>) {
+        cases[which] = combineRounds(figures);
+        if (figures.length > 1) for (const [i, f] of figures.entries()) details.push({ ...f, name: `    round ${i + 1} ${which}`, extra: true });
+      }
+    }
     // The same unique-query misses as (c), so both proxies parse and forward the same request line.
     if (bare !== null) cases.e = await load('(e) bare node proxy', () => `http://127.0.0.1:${bare.port}/miss/item?n=${n++}`, {}, [bare.child.pid!]);
 
-    const results = [cases.a, cases.b, ...(cases.b ? details : []), cases.c, cases.d, cases.h, cases.e, cases.f, cases.g].filter((r) => r !== undefined);
+    const results = [cases.a, cases.b, ...details.filter((r) => r.name.includes('nginx')), cases.c, cases.d, cases.h, cases.e, cases.f, cases.g, ...details.filter((r) => r.name.includes('round'))].filter((r) => r !== undefined);
     console.log(`\nHTTP proxy bench: ${CONNECTIONS} connections, ${DURATION_S}s each after ${WARMUP_S}s warm-up, audit ${AUDIT_MODE}, gateway.processes ${PROCESSES}, loopback, ${process.version}`);
     console.log(`${'case'.padEnd(22)}${'req/s'.padStart(9)}${'p50 ms'.padStart(9)}${'p99 ms'.padStart(9)}${'errors'.padStart(9)}${'non2xx'.padStart(9)}${'cpu µs/req'.padStart(12)}${'sys µs'.padStart(8)}${'syscalls'.padStart(10)}`);
     for (const r of results) console.log(`${r.name.padEnd(22)}${fmt(r.rps)}${fmt(r.p50, 2)}${fmt(r.p99, 2)}${fmt(r.errors)}${fmt(r.non2xx)}${(r.cpuUs === null ? '-' : r.cpuUs.toFixed(0)).padStart(12)}${(r.sysUs === null ? '-' : r.sysUs.toFixed(0)).padStart(8)}${(r.syscalls === null ? '-' : r.syscalls.toFixed(1)).padStart(10)}`);

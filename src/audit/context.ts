@@ -2,7 +2,7 @@
 import { performance } from 'node:perf_hooks';
 import { AUDIT_ARRAY_MAX, boundedAuditText, isoTimestamp, newAuditId, type AuditChannel, type AuditEntry, type AuditFields } from './entry.js';
 import type { AuditPort } from './port.js';
-import { markSpanError, type Span, type Tracing } from '../observability/tracing.js';
+import { markSpanError, SpanKind, type Context, type Span, type Tracing } from '../observability/tracing.js';
 
 /** Counts each emitted entry (docs/observability.md: request metrics are read off the canonical entry). */
 export interface AuditObserver {
@@ -91,6 +91,8 @@ export class AuditContext {
   readonly #parentSpan: Span | undefined;
   /** This request's span, present only while tracing is on: the pipeline hangs its stage spans beneath it. */
   readonly span: Span | undefined;
+  /** The parent context of this request's stage spans, made with the first of them. */
+  #spanContext: Context | undefined;
 
   constructor(port: AuditPort, logger: AuditLogger, init: AuditBegin, nowMs: number, trace: { observer?: AuditObserver | null; tracing?: Tracing | null; span?: Span | undefined; parent?: Span | undefined } = {}) {
     this.#port = port;
@@ -105,9 +107,14 @@ export class AuditContext {
     if (init.duration_ms !== undefined) this.#durationSet = true;
   }
 
-  /** A child span of this request's span for one stage; undefined when tracing is off. */
-  startSpan(name: string): Span | undefined {
-    return this.span === undefined ? undefined : this.#tracing!.startChild(name, this.span);
+  /**
+   * A child span of this request's span for one stage, begun at `began` (a `performance.now()` reading; end it with
+   * one too); undefined when tracing is off.
+   */
+  startStageSpan(name: string, began: number): Span | undefined {
+    if (this.span === undefined) return undefined;
+    this.#spanContext ??= this.#tracing!.contextOf(this.span);
+    return this.#tracing!.startIn(name, this.#spanContext, undefined, SpanKind.INTERNAL, began);
   }
 
   get ended(): boolean {
@@ -211,7 +218,7 @@ export class AuditContext {
       if (entry.identity_id !== null) this.#parentSpan.setAttribute('gatehouse.identity_id', entry.identity_id);
       if (entry.source_id !== null) this.#parentSpan.setAttribute('gatehouse.source_id', entry.source_id);
     }
-    const write = this.#tracing!.startChild('gatehouse.audit.write', span);
+    const write = this.#tracing!.startIn('gatehouse.audit.write', this.#spanContext ?? this.#tracing!.contextOf(span));
     const done = (failed: boolean) => {
       if (failed) markSpanError(write, 'audit_unavailable');
       write.end();

@@ -1,5 +1,5 @@
 // The fastify instance factory shared by the gateway and admin listeners: request ids, body and header bounds, logger, no framework banners.
-import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance, type FastifyRequest, type FastifyServerOptions } from 'fastify';
+import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance, type FastifyServerOptions } from 'fastify';
 import type { Logger } from '../observability/logger.js';
 import { uuidv7 } from '../util/uuidv7.js';
 import { SpanStatusCode, type Span, type Tracing } from '../observability/tracing.js';
@@ -96,16 +96,20 @@ export interface ServerSpanRequest {
   readonly protocol: string;
 }
 
-/** The request's server span, or undefined when its new trace is not sampled (decided before anything is built). */
+/**
+ * The request's server span, or undefined when its trace is not sampled: a new trace's sampling is decided before
+ * anything is built, and a client's unsampled `traceparent` gives a span that records nothing.
+ */
 export function startServerSpan(tracing: Tracing, listener: string, r: ServerSpanRequest): Span | undefined {
   if (r.headers.traceparent === undefined && !tracing.sampleNewTrace()) return undefined;
-  return tracing.startServer(`${r.method} ${r.route}`, r.headers, {
+  const span = tracing.startServer(`${r.method} ${r.route}`, r.headers, {
     'http.request.method': r.method,
     'http.route': r.route,
     'gatehouse.listener': listener,
     'gatehouse.request_id': r.requestId,
     'url.scheme': r.protocol,
   });
+  return span.isRecording() ? span : undefined;
 }
 
 /** Ends a server span with the answer's status, or as `client_closed` (null) when the client went away first. */
@@ -120,22 +124,19 @@ export function endServerSpan(span: Span, status: number | null): void {
 
 function traceRequests(app: FastifyInstance, tracing: Tracing, listener: string): void {
   app.decorateRequest('span', undefined);
-  app.addHook('onRequest', (req, _reply, done) => {
-    req.span = startServerSpan(tracing, listener, { method: req.method, route: req.routeOptions.url ?? 'unmatched', headers: req.headers, requestId: req.id, protocol: req.protocol });
-    done();
-  });
-  const finish = (req: FastifyRequest, status: number | null): void => {
-    const span = req.span;
-    if (span === undefined) return;
-    req.span = undefined;
-    endServerSpan(span, status);
-  };
-  app.addHook('onResponse', (req, reply, done) => {
-    finish(req, reply.statusCode);
-    done();
-  });
-  app.addHook('onRequestAbort', (req, done) => {
-    finish(req, null);
+  // One hook only: an unsampled request pays one random number; a sampled one ends its span on the response's
+  // 'close' (as the proxy's node:http front door does) rather than through onResponse and onRequestAbort hooks that
+  // every request would run (docs/decisions/0030-telemetry-overhead.md).
+  app.addHook('onRequest', (req, reply, done) => {
+    const span = startServerSpan(tracing, listener, { method: req.method, route: req.routeOptions.url ?? 'unmatched', headers: req.headers, requestId: req.id, protocol: req.protocol });
+    if (span !== undefined) {
+      req.span = span;
+      const res = reply.raw;
+      res.once('close', () => {
+        req.span = undefined;
+        endServerSpan(span, res.writableFinished ? res.statusCode : null);
+      });
+    }
     done();
   });
 }

@@ -2,7 +2,7 @@
 import { defaultTextMapGetter, trace, ROOT_CONTEXT, SpanKind, SpanStatusCode, type Attributes, type Context, type Span, type Tracer } from '@opentelemetry/api';
 import { W3CTraceContextPropagator } from '@opentelemetry/core';
 
-export { SpanKind, SpanStatusCode, type Span };
+export { SpanKind, SpanStatusCode, type Context, type Span };
 
 const propagator = new W3CTraceContextPropagator();
 
@@ -37,8 +37,20 @@ export class Tracing {
 
   /** A span beneath `parent`, or a new trace's root when there is none. */
   startChild(name: string, parent: Span | undefined, attributes?: Attributes, kind: SpanKind = SpanKind.INTERNAL): Span {
-    const ctx: Context = parent === undefined ? ROOT_CONTEXT : trace.setSpan(ROOT_CONTEXT, parent);
-    return this.#tracer.startSpan(name, { kind, ...(attributes ? { attributes } : {}) }, ctx);
+    return this.startIn(name, parent === undefined ? ROOT_CONTEXT : trace.setSpan(ROOT_CONTEXT, parent), attributes, kind);
+  }
+
+  /**
+   * The parent context of a span's children, made once per span that has several (a request's stages), rather than
+   * once per child.
+   */
+  contextOf(span: Span): Context {
+    return trace.setSpan(ROOT_CONTEXT, span);
+  }
+
+  /** A span beneath the span of `parent` (from contextOf); `startTime` (epoch milliseconds) when it began earlier. */
+  startIn(name: string, parent: Context, attributes?: Attributes, kind: SpanKind = SpanKind.INTERNAL, startTime?: number): Span {
+    return this.#tracer.startSpan(name, { kind, attributes, startTime }, parent);
   }
 }
 

@@ -5,17 +5,25 @@ import { StoreUnavailableError } from '../store/errors.js';
 import type { AuditDecision, AuditFields } from '../audit/entry.js';
 import { auditFieldsOf } from './decide.js';
 import type { GovernedRequest, Stage, StageOutcome } from './context.js';
-import { markSpanError } from '../observability/tracing.js';
+import { performance } from 'node:perf_hooks';
+import { markSpanError, type Span } from '../observability/tracing.js';
 
 function isPromise<T>(value: Promise<T> | T): value is Promise<T> {
   return typeof (value as { then?: unknown } | null | undefined)?.then === 'function';
 }
 
 /**
- * The stages that get a child span of the request's span when tracing is on: those that cost time or decide
- * (docs/observability.md). Each span costs a few microseconds, so the cheap steps are left to the request span.
+ * The stages that get a child span of the request's span when tracing is on, by stage name: those that cost time or
+ * decide (docs/observability.md). Each span costs a few microseconds, so the cheap steps are left to the request span.
  */
-const TRACED_STAGES: ReadonlySet<string> = new Set(['policy', 'cache_lookup', 'upstream', 'redact', 'cache_store']);
+const TRACED_STAGES: ReadonlyMap<string, string> = new Map(['policy', 'cache_lookup', 'upstream', 'redact', 'cache_store'].map((name) => [name, `gatehouse.${name}`]));
+
+/**
+ * Stages whose synchronous return without an outcome means they touched nothing: a cache stage of a request the cache
+ * does not apply to (the request span's `gatehouse.cache` says `bypass`). They get a span only when they did work
+ * (docs/decisions/0030-telemetry-overhead.md).
+ */
+const SPAN_ONLY_WHEN_WORKING: ReadonlySet<string> = new Set(['cache_lookup', 'cache_store']);
 
 /** Runs the stages in order; the first outcome (or thrown error) ends the run. */
 export async function runStages<R extends GovernedRequest, D, O = StageOutcome>(stages: readonly Stage<R, D, O>[], req: R, deps: D): Promise<O | undefined> {
@@ -33,19 +41,39 @@ export async function runStages<R extends GovernedRequest, D, O = StageOutcome>(
   }
 }
 
-/** runStages with a span per traced stage; kept apart so the untraced path stays as it was. */
+/**
+ * runStages with a span per traced stage; kept apart so the untraced path stays as it was. A stage's span is made
+ * once the stage has returned, with the start time read before it ran, so that an idle cache stage costs no span.
+ */
 async function runTracedStages<R extends GovernedRequest, D, O>(stages: readonly Stage<R, D, O>[], req: R, deps: D): Promise<O | undefined> {
   try {
     for (const stage of stages) {
-      const span = TRACED_STAGES.has(stage.name) ? req.audit.startSpan(`gatehouse.${stage.name}`) : undefined;
+      const spanName = TRACED_STAGES.get(stage.name);
+      if (spanName === undefined) {
+        const ran = stage.run(req, deps);
+        const outcome = isPromise(ran) ? await ran : ran;
+        if (outcome) return outcome;
+        continue;
+      }
+      const began = performance.now();
+      let span: Span | undefined;
       try {
-        const outcome = await stage.run(req, deps);
+        const ran = stage.run(req, deps);
+        if (!isPromise(ran)) {
+          if (!ran && SPAN_ONLY_WHEN_WORKING.has(stage.name)) continue;
+          span = req.audit.startStageSpan(spanName, began);
+          if (ran) return ran;
+          continue;
+        }
+        span = req.audit.startStageSpan(spanName, began);
+        const outcome = await ran;
         if (outcome) return outcome;
       } catch (err) {
+        span ??= req.audit.startStageSpan(spanName, began);
         if (span) markSpanError(span, asGatehouseError(err).code);
         throw err;
       } finally {
-        span?.end();
+        span?.end(performance.now());
       }
     }
     return undefined;

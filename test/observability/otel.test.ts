@@ -1,6 +1,7 @@
 // OpenTelemetry export against a real OTLP/HTTP receiver: span structure for a governed proxy request, a wire statement and an MCP tool call; W3C parents accepted and not forwarded; no secret in anything exported or logged.
 import { randomBytes } from 'node:crypto';
 import type { IncomingHttpHeaders } from 'node:http';
+import { connect, type Socket } from 'node:net';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
@@ -28,6 +29,9 @@ beforeAll(async () => {
     '/base/items': (req, res) => {
       upstreamHeaders.push(req.headers);
       res.writeHead(200, { 'content-type': 'application/json', 'cache-control': 'max-age=60' }).end(JSON.stringify({ items: [{ id: 1, email: 'jane@example.com' }] }));
+    },
+    '/base/slow': (_req, res) => {
+      setTimeout(() => res.writeHead(200, { 'content-type': 'application/json' }).end('{}'), 1_500);
     },
   });
   database = await createTestDatabase();
@@ -94,6 +98,20 @@ describe('traces', () => {
     expect(names(childrenOf(spans, request!))).toEqual(
       ['gatehouse.audit.write', 'gatehouse.cache_lookup', 'gatehouse.cache_store', 'gatehouse.policy', 'gatehouse.redact', 'gatehouse.upstream'].sort(),
     );
+    // Stage spans are timed from before each stage ran to after it returned: inside the request span, in pipeline
+    // order, one after the other. The SDK anchors each span to Date.now()'s millisecond, hence the 1 ms allowance.
+    const ms = 1_000_000n;
+    const stages = ['gatehouse.policy', 'gatehouse.cache_lookup', 'gatehouse.upstream', 'gatehouse.redact', 'gatehouse.cache_store'].map((n) => childrenOf(spans, request!).find((s) => s.name === n)!);
+    expect(server.start).toBeLessThanOrEqual(request!.start + ms);
+    for (const [i, stage] of stages.entries()) {
+      expect(stage.start).toBeGreaterThanOrEqual(request!.start - ms);
+      expect(stage.end).toBeGreaterThanOrEqual(stage.start);
+      expect(stage.end).toBeLessThanOrEqual(request!.end + ms);
+      if (i > 0) expect(stage.start).toBeGreaterThanOrEqual(stages[i - 1]!.end - ms);
+    }
+    // The upstream answers within milliseconds over loopback: its span is not a clock artefact of whole milliseconds or seconds.
+    expect(stages[2]!.end - stages[2]!.start).toBeGreaterThan(0n);
+    expect(stages[2]!.end - stages[2]!.start).toBeLessThan(5_000_000_000n);
 
     // The same request again is a cache hit: no upstream span, the hit on the request span.
     const traceId2 = randomBytes(16).toString('hex');
@@ -103,6 +121,32 @@ describe('traces', () => {
     const hit = spans2.find((s) => s.traceId === traceId2 && s.name === 'gatehouse.proxy')!;
     expect(hit.attributes['gatehouse.cache']).toBe('hit');
     expect(names(childrenOf(spans2, hit))).not.toContain('gatehouse.upstream');
+  });
+
+  test('a request the cache does not apply to has no idle cache spans', async () => {
+    const traceId = randomBytes(16).toString('hex');
+    // A conditional request bypasses the governed cache (nothing is looked up or stored).
+    const a = await world.proxy(agent.key, 'GET', `/proxy/${HTTP_SOURCE}/items`, { headers: { traceparent: `00-${traceId}-${randomBytes(8).toString('hex')}-01`, 'if-none-match': '"x"' } });
+    expect(a.status).toBe(200);
+    const spans = await receiver.waitForSpans((all) => all.some((s) => s.traceId === traceId && s.name === 'gatehouse.audit.write'));
+    const request = spans.find((s) => s.traceId === traceId && s.name === 'gatehouse.proxy')!;
+    expect(request.attributes['gatehouse.cache']).toBe('bypass');
+    expect(names(childrenOf(spans, request))).toEqual(['gatehouse.audit.write', 'gatehouse.policy', 'gatehouse.redact', 'gatehouse.upstream']);
+  });
+
+  test('a client that goes away before the answer: the server span ends as client_closed', async () => {
+    const traceId = randomBytes(16).toString('hex');
+    const url = new URL(`${world.svc.gatewayUrl}/proxy/${HTTP_SOURCE}/slow`);
+    const socket = await new Promise<Socket>((resolve, reject) => {
+      const s = connect(Number(url.port), url.hostname, () => resolve(s)).once('error', reject);
+    });
+    socket.write(`GET ${url.pathname} HTTP/1.1\r\nhost: ${url.host}\r\nauthorization: Bearer ${agent.key}\r\ntraceparent: 00-${traceId}-${randomBytes(8).toString('hex')}-01\r\n\r\n`);
+    await new Promise((r) => setTimeout(r, 300));
+    socket.destroy();
+    const spans = await receiver.waitForSpans((all) => all.some((s) => s.traceId === traceId && s.name === 'GET /proxy/:source_id/*'));
+    const server = spans.find((s) => s.traceId === traceId && s.name === 'GET /proxy/:source_id/*')!;
+    expect(server.status).toEqual({ code: 2, message: 'client_closed' });
+    expect(server.attributes['http.response.status_code']).toBeUndefined();
   });
 
   test('a client\'s unsampled traceparent is followed: no span of that trace is recorded', async () => {

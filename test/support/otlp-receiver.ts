@@ -11,6 +11,9 @@ export interface ReceivedSpan {
   status: { code?: number; message?: string };
   attributes: Record<string, string | number | boolean>;
   resource: Record<string, string | number | boolean>;
+  /** Start and end, nanoseconds since the epoch. */
+  start: bigint;
+  end: bigint;
 }
 
 export interface OtlpReceiver extends AsyncDisposable {
@@ -64,6 +67,8 @@ export async function startOtlpReceiver(port = 0): Promise<OtlpReceiver> {
                   status: (s.status as ReceivedSpan['status'] | undefined) ?? {},
                   attributes: flatten(s.attributes as KeyValue[]),
                   resource,
+                  start: BigInt(s.startTimeUnixNano as string),
+                  end: BigInt(s.endTimeUnixNano as string),
                 });
               }
             }
