@@ -71,6 +71,8 @@ interface Figures {
   requests?: number;
   cpuTotalUs?: number | null;
   seconds?: number;
+  /** With OTLP export on: spans the receiver got per request, warm-up included. */
+  spansPerRequest?: number | undefined;
 }
 
 type Case = 'a' | 'b' | 'c' | 'd' | 'e' | 'f' | 'g' | 'h';
@@ -126,7 +128,7 @@ function pathAndQuery(url: string): string {
 }
 
 /** Runs one case; `pids` names the processes whose CPU per request is reported (the proxy's, with its workers or replicas). */
-async function load(name: string, url: string | (() => string), headers: Record<string, string> = {}, pids: number[] = []): Promise<Figures> {
+async function load(name: string, url: string | (() => string), headers: Record<string, string> = {}, pids: number[] = [], spansExported?: () => Promise<number>): Promise<Figures> {
   const opts = (duration: number) => {
     const base = { connections: CONNECTIONS, duration, headers };
     if (typeof url === 'string') return { ...base, url };
@@ -134,7 +136,8 @@ async function load(name: string, url: string | (() => string), headers: Record<
     const first = new URL(url());
     return { ...base, url: first.origin, requests: [{ setupRequest: (r: Record<string, unknown>) => ({ ...r, path: pathAndQuery(url()) }) }] };
   };
-  await autocannon(opts(WARMUP_S) as autocannon.Options);
+  const spansBefore = spansExported ? await spansExported() : 0;
+  const warm = await autocannon(opts(WARMUP_S) as autocannon.Options);
   const tree = pids.flatMap(processTree);
   const cpu = cpuMeter(tree);
   const kernel = kernelMeter(tree);
@@ -144,11 +147,17 @@ async function load(name: string, url: string | (() => string), headers: Record<
   const k = kernel();
   const sysUs = measured ? k.systemUs / r.requests.total : null;
   const syscalls = measured ? k.syscalls / r.requests.total : null;
+  let spansPerRequest: number | undefined;
+  if (spansExported) {
+    // The batch span processor sends within a second of a span's end (src/observability/telemetry.ts).
+    await new Promise((resolve) => setTimeout(resolve, 1_500));
+    spansPerRequest = ((await spansExported()) - spansBefore) / (warm.requests.total + r.requests.total);
+  }
   if (LATENCY_DETAIL) {
     const l = r.latency;
     console.log(`  ${name}: latency ms p50 ${l.p50} · p90 ${l.p90} · p97.5 ${l.p97_5} · p99 ${l.p99} · p99.9 ${l.p99_9} · max ${l.max}`);
   }
-  return { name, rps: r.requests.average, p50: r.latency.p50, p99: r.latency.p99, errors: r.errors + r.timeouts, non2xx: r.non2xx, cpuUs, sysUs, syscalls, requests: r.requests.total, cpuTotalUs: cpuUs === null ? null : cpuUs * r.requests.total, seconds: r.duration };
+  return { name, rps: r.requests.average, p50: r.latency.p50, p99: r.latency.p99, errors: r.errors + r.timeouts, non2xx: r.non2xx, cpuUs, sysUs, syscalls, requests: r.requests.total, cpuTotalUs: cpuUs === null ? null : cpuUs * r.requests.total, seconds: r.duration, spansPerRequest };
 }
 
 /** One case measured in several rounds: requests per second and CPU per request over all of them, the worst p99. */
@@ -169,6 +178,7 @@ function combineRounds(rounds: Figures[]): Figures {
     cpuUs: cpu === null ? null : cpu / requests,
     sysUs: perRequest((r) => r.sysUs),
     syscalls: perRequest((r) => r.syscalls),
+    spansPerRequest: rounds.every((r) => r.spansPerRequest !== undefined) ? rounds.reduce((t, r) => t + r.spansPerRequest!, 0) / rounds.length : undefined,
   };
 }
 
@@ -387,9 +397,10 @@ async function main(): Promise<void> {
     // so a change of the machine's load during the run weighs on both sides of the ratio alike.
     if (ghOtel) {
       const missOff = () => load('(c) gatehouse miss', () => `${gh.gatewayUrl}/proxy/bench/miss/item?n=${n++}`, auth, [gh.child.pid!]);
-      const missOn = () => load('(f) miss, telemetry on', () => `${ghOtel.gatewayUrl}/proxy/bench/miss/item?n=${n++}`, authOtel, [ghOtel.child.pid!]);
+      const spansExported = async () => ((await (await fetch(`http://127.0.0.1:${sinkPort}/stats`)).json()) as { spans: number }).spans;
+      const missOn = () => load('(f) miss, telemetry on', () => `${ghOtel.gatewayUrl}/proxy/bench/miss/item?n=${n++}`, authOtel, [ghOtel.child.pid!], spansExported);
       const hitOff = () => load('(d) gatehouse hit', `${gh.gatewayUrl}/proxy/bench/hit/item`, auth, [gh.child.pid!]);
-      const hitOn = () => load('(g) hit, telemetry on', `${ghOtel.gatewayUrl}/proxy/bench/hit/item`, authOtel, [ghOtel.child.pid!]);
+      const hitOn = () => load('(g) hit, telemetry on', `${ghOtel.gatewayUrl}/proxy/bench/hit/item`, authOtel, [ghOtel.child.pid!], spansExported);
       const pairs: Array<[Case, () => Promise<Figures>, Case, () => Promise<Figures>]> = [];
       if (CASES.has('f')) pairs.push(['c', missOff, 'f', missOn]);
       if (CASES.has('g')) pairs.push(['d', hitOff, 'g', hitOn]);
@@ -428,6 +439,7 @@ async function main(): Promise<void> {
     if (b && e) console.log(`(e) / (b) throughput:      ${pct(e.rps, b.rps)} — the platform's floor against nginx`);
     if (c && f) console.log(`(f) / (c) throughput:      ${pct(f.rps, c.rps)} — miss with OTLP export on (goal ≥ ${GOAL_TELEMETRY_RATIO * 100}%)  ${verdict(f.rps / c.rps >= GOAL_TELEMETRY_RATIO)}`);
     if (d && g) console.log(`(g) / (d) throughput:      ${pct(g.rps, d.rps)} — hit with OTLP export on (goal ≥ ${GOAL_TELEMETRY_RATIO * 100}%)  ${verdict(g.rps / d.rps >= GOAL_TELEMETRY_RATIO)}`);
+    for (const r of [f, g]) if (r?.spansPerRequest !== undefined) console.log(`${r.name}: ${r.spansPerRequest.toFixed(2)} spans exported per request (observability.trace_sample_ratio ${process.env.SERVICE_OBSERVABILITY__TRACE_SAMPLE_RATIO ?? 'default'})`);
     if (results.some((r) => r.errors > 0 || r.non2xx > 0)) console.log('WARNING: some requests failed; the figures above are not comparable');
 
     if (PROBE_S > 0 && (a || c || d || e)) {
