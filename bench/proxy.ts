@@ -67,9 +67,8 @@ interface Figures {
   syscalls: number | null;
   /** A detail row (one nginx configuration), printed but not one of the cases. */
   extra?: boolean;
-  /** Requests and CPU microseconds of the measured run, so rounds of one case can be summed. */
+  /** Requests and seconds of the measured run, so rounds of one case can be summed. */
   requests?: number;
-  cpuTotalUs?: number | null;
   seconds?: number;
   /** With OTLP export on: spans the receiver got per request, warm-up included. */
   spansPerRequest?: number | undefined;
@@ -157,7 +156,7 @@ async function load(name: string, url: string | (() => string), headers: Record<
     const l = r.latency;
     console.log(`  ${name}: latency ms p50 ${l.p50} · p90 ${l.p90} · p97.5 ${l.p97_5} · p99 ${l.p99} · p99.9 ${l.p99_9} · max ${l.max}`);
   }
-  return { name, rps: r.requests.average, p50: r.latency.p50, p99: r.latency.p99, errors: r.errors + r.timeouts, non2xx: r.non2xx, cpuUs, sysUs, syscalls, requests: r.requests.total, cpuTotalUs: cpuUs === null ? null : cpuUs * r.requests.total, seconds: r.duration, spansPerRequest };
+  return { name, rps: r.requests.average, p50: r.latency.p50, p99: r.latency.p99, errors: r.errors + r.timeouts, non2xx: r.non2xx, cpuUs, sysUs, syscalls, requests: r.requests.total, seconds: r.duration, spansPerRequest };
 }
 
 /** One case measured in several rounds: requests per second and CPU per request over all of them, the worst p99. */
@@ -167,7 +166,6 @@ function combineRounds(rounds: Figures[]): Figures {
   const seconds = rounds.reduce((t, r) => t + (r.seconds ?? 0), 0);
   // A per-request figure over all rounds: each round's weighted by its requests.
   const perRequest = (of: (r: Figures) => number | null): number | null => (rounds.every((r) => of(r) !== null) ? rounds.reduce((t, r) => t + of(r)! * (r.requests ?? 0), 0) / requests : null);
-  const cpu = rounds.every((r) => r.cpuTotalUs !== null && r.cpuTotalUs !== undefined) ? rounds.reduce((t, r) => t + r.cpuTotalUs!, 0) : null;
   return {
     name: rounds[0]!.name,
     rps: requests / seconds,
@@ -175,7 +173,7 @@ function combineRounds(rounds: Figures[]): Figures {
     p99: Math.max(...rounds.map((r) => r.p99)),
     errors: rounds.reduce((t, r) => t + r.errors, 0),
     non2xx: rounds.reduce((t, r) => t + r.non2xx, 0),
-    cpuUs: cpu === null ? null : cpu / requests,
+    cpuUs: perRequest((r) => r.cpuUs),
     sysUs: perRequest((r) => r.sysUs),
     syscalls: perRequest((r) => r.syscalls),
     spansPerRequest: rounds.every((r) => r.spansPerRequest !== undefined) ? rounds.reduce((t, r) => t + r.spansPerRequest!, 0) / rounds.length : undefined,
