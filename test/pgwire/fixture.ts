@@ -157,3 +157,38 @@ export async function openRawSession(ww: WireWorld, user: string, password: stri
     },
   };
 }
+
+/** What the MCP `query` tool answered: an error's text, or the rows (PostgreSQL text format). */
+export interface McpAnswer {
+  isError: boolean;
+  /** The whole answer as JSON: what must not hold a protected value. */
+  all: string;
+  rows: unknown[][];
+}
+
+export interface McpSession {
+  query(sql: string, params?: unknown[]): Promise<McpAnswer>;
+  close(): Promise<void>;
+}
+
+/** The same service's third front door: an MCP SDK client on its /mcp with the agent's key, calling `query` on the world's source. */
+export async function openMcpSession(ww: WireWorld, key: string): Promise<McpSession> {
+  const { Client } = await import('@modelcontextprotocol/sdk/client/index.js');
+  const { StreamableHTTPClientTransport } = await import('@modelcontextprotocol/sdk/client/streamableHttp.js');
+  const client = new Client({ name: 'gatehouse-wire-test', version: '1.0.0' });
+  await client.connect(new StreamableHTTPClientTransport(new URL(`${ww.world.svc.gatewayUrl}/mcp`), { requestInit: { headers: { authorization: `Bearer ${key}` } } }));
+  return {
+    async query(sql, params) {
+      let r: Awaited<ReturnType<typeof client.callTool>>;
+      try {
+        r = await client.callTool({ name: 'query', arguments: { source_id: ww.sourceId, sql, ...(params ? { params } : {}) } });
+      } catch (err) {
+        // A failure (not a refusal) is a JSON-RPC error: `unavailable` is -32603 with the registry's message.
+        return { isError: true, all: JSON.stringify({ error: { code: (err as { code?: unknown }).code, message: (err as Error).message } }), rows: [] };
+      }
+      const rows = ((r.structuredContent ?? {}) as { rows?: unknown[][] }).rows ?? [];
+      return { isError: r.isError === true, all: JSON.stringify(r), rows };
+    },
+    close: () => client.close().catch(() => undefined),
+  };
+}

@@ -11,7 +11,7 @@ import type { CallInfo } from './allowlist.js';
 import type {
   Operation, SqlClassification, SqlClassified, SqlClassifierOptions, SqlErrorCode, SqlRejected, StatementInfo, TrapCode,
 } from './types.js';
-import { walkStatement } from './walk.js';
+import { walkStatement, type StatementFacts } from './walk.js';
 import { changesPath, onlyProvablePathSetters, statementEffects, type PathResolution } from './search-path.js';
 import type { WalkContext } from './walk.js';
 
@@ -113,6 +113,18 @@ export class SqlClassifier {
     return out;
   }
 
+  /**
+   * The walks of one statement: one per context, and for a context where an unqualified `pg_*` relation may not be
+   * pg_catalog's, a second one taking it from the path (docs/governance/sql.md "Tables"). Null: too deep.
+   */
+  private *walks(stmt: unknown, path: PathResolution | null, effects: ReturnType<typeof statementEffects>): Generator<StatementFacts | null> {
+    for (const ctx of this.contexts(path, onlyProvablePathSetters(stmt, effects))) {
+      const facts = walkStatement(stmt, ctx);
+      yield facts;
+      if (facts?.uncertainCatalog === true) yield walkStatement(stmt, { ...ctx, pgNamesInPath: true });
+    }
+  }
+
   private tooLong(): SqlRejected {
     return reject('sql_too_long', `statement text exceeds ${this.maxLength} bytes`);
   }
@@ -130,9 +142,9 @@ export class SqlClassifier {
     for (const raw of raws) {
       const effects = statementEffects(raw.stmt);
       let info: StatementInfo | null = null;
-      for (const ctx of this.contexts(path, onlyProvablePathSetters(raw.stmt, effects))) {
-        const facts = walkStatement(raw.stmt, ctx);
-        if (facts === null) return reject('sql_parse_error', `statement is nested deeper than ${this.ctx.maxDepth} parse nodes`);
+      for (const walk of this.walks(raw.stmt, path, effects)) {
+        if (walk === null) return reject('sql_parse_error', `statement is nested deeper than ${this.ctx.maxDepth} parse nodes`);
+        const facts = walk;
         const cls = this.statements.classify(raw.stmt, facts);
         // search_path: a change the session's path tracking can prove is allowed where a front door tracks it (trap
         // search_path_set); one it cannot (a set_config it cannot know the value or the running of) stays an escape.

@@ -3,6 +3,7 @@ import { judgeCast, judgeFunction, judgeOperator, type CallInfo } from './allowl
 import { settingChangeTraps, type FunctionRules } from './functions.js';
 import { DEFAULT_SCHEMA, type TrapCode } from './types.js';
 import { joinName, namePart } from './names.js';
+import { STABLE_CATALOG_RELATIONS } from './catalog-relations.js';
 
 type Json = Record<string, unknown>;
 
@@ -52,6 +53,8 @@ export interface StatementFacts {
   locking: boolean;
   /** SELECT … INTO anywhere. */
   selectInto: boolean;
+  /** An unqualified `pg_*` relation was given pg_catalog though pg_catalog may not hold it (the classifier walks again with pgNamesInPath). */
+  uncertainCatalog: boolean;
 }
 
 export interface WalkContext {
@@ -62,6 +65,11 @@ export interface WalkContext {
    * allowlisted built-ins are the ones called. False: both resolve in defaultSchema too (governance/sql/search-path.ts).
    */
   readonly catalogFirst?: boolean;
+  /**
+   * The second walk of a statement naming a `pg_*` relation pg_catalog may not hold (catalog-relations.ts): PostgreSQL
+   * takes it from the path when pg_catalog has none of that name, so it is governed in defaultSchema too.
+   */
+  readonly pgNamesInPath?: boolean;
   /** A session path other than the governed default: calls a role must name are named with defaultSchema (`s.f`). */
   readonly qualifyCalls?: boolean;
   /** Every set_config call of the statement is a search_path change the session's path tracking proves: not a call. */
@@ -144,6 +152,7 @@ class Walker {
   private readonly facts: StatementFacts = {
     tables: new Set(), columns: new Set(), functions: new Set(), calls: new Map(),
     writeFunction: false, adminFunction: false, dynamicSql: false, settingTraps: new Set(), statementTimeouts: [], dmlCount: 0, locking: false, selectInto: false,
+    uncertainCatalog: false,
   };
   // Three parallel stacks instead of one object per frame: the walk allocates nothing per node.
   private readonly nodes: unknown[] = [];
@@ -251,8 +260,13 @@ class Walker {
 
   private qualify(schema: string | null, rel: string): string {
     if (schema !== null && schema !== '') return joinName(schema, rel);
-    // pg_catalog is searched before the search_path, and nearly every pg_* relation lives there.
-    return joinName(rel.startsWith('pg_') && this.ctx.catalogFirst !== false ? 'pg_catalog' : this.ctx.defaultSchema, rel);
+    // pg_catalog is searched before the search_path: a pg_* name is pg_catalog's when it holds one. Only the names it
+    // always holds are certain; any other may be a table of the path (`public.pg_notes`), governed by a second walk.
+    if (!rel.startsWith('pg_') || this.ctx.catalogFirst === false) return joinName(this.ctx.defaultSchema, rel);
+    if (STABLE_CATALOG_RELATIONS.has(rel)) return joinName('pg_catalog', rel);
+    if (this.ctx.pgNamesInPath === true) return joinName(this.ctx.defaultSchema, rel);
+    this.facts.uncertainCatalog = true;
+    return joinName('pg_catalog', rel);
   }
 
   private isCte(name: string, scope: Scope): boolean {

@@ -26,7 +26,7 @@ CreateSubscriptionStmt AlterSubscriptionStmt DropSubscriptionStmt`.split(/\s+/);
 function facts(): StatementFacts {
   return {
     tables: new Set(), columns: new Set(), functions: new Set(), calls: new Map(),
-    writeFunction: false, adminFunction: false, dynamicSql: false, settingTraps: new Set(), statementTimeouts: [], dmlCount: 0, locking: false, selectInto: false,
+    writeFunction: false, adminFunction: false, dynamicSql: false, settingTraps: new Set(), statementTimeouts: [], dmlCount: 0, locking: false, selectInto: false, uncertainCatalog: false,
   };
 }
 
