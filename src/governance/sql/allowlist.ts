@@ -187,6 +187,8 @@ export const BUILTIN_CAST_TYPES: ReadonlySet<string> = new Set([
 export const UNCALLABLE_TRAPS: ReadonlyMap<string, string> = new Map([
   ['do_block', 'DO blocks are not allowed through the gateway: their code is invisible to governance. Put it in a function a source role names.'],
   ['unknown_statement', 'This kind of statement is not known to the gateway and is not allowed.'],
+  // catalog-relations.ts: values sampled from every table's columns, whatever the grants and redaction say.
+  ['statistics_read', 'Reading planner statistics (pg_stats, pg_statistic and their extended forms) is not allowed through the gateway: they hold values sampled from every table, outside grants and redaction.'],
 ]);
 
 /** What a statement calls, as written: functions (and procedures), operators, and cast target types. */

@@ -1,4 +1,4 @@
-// What the gateway knows of pg_catalog's relations without asking the source: the names every supported server has there.
+// What the gateway knows of pg_catalog's relations without asking the source: the names every supported server has there, and the ones that hold other tables' data.
 
 /**
  * Relations pg_catalog has held since PostgreSQL 10. pg_catalog is searched before the session's path, so an
@@ -29,3 +29,15 @@ export const STABLE_CATALOG_RELATIONS: ReadonlySet<string> = new Set([
   'pg_transform', 'pg_trigger', 'pg_ts_config', 'pg_ts_config_map', 'pg_ts_dict', 'pg_ts_parser', 'pg_ts_template',
   'pg_type', 'pg_user', 'pg_user_mapping', 'pg_user_mappings', 'pg_views',
 ]);
+
+/**
+ * pg_catalog's planner statistics: `most_common_vals`, `histogram_bounds` and their extended forms are values
+ * sampled from the columns of every table the source login may read, outside every grant and redaction. Reading
+ * them is refused (trap `statistics_read`, docs/governance/sql.md "Traps").
+ */
+export const STATISTICS_RELATIONS: ReadonlySet<string> = new Set(['pg_statistic', 'pg_stats', 'pg_statistic_ext_data', 'pg_stats_ext', 'pg_stats_ext_exprs']);
+
+/** True for a qualified relation name (`pg_catalog.pg_stats`) that is one of the statistics relations. */
+export function isStatisticsRelation(qualified: string): boolean {
+  return qualified.startsWith('pg_catalog.') && STATISTICS_RELATIONS.has(qualified.slice('pg_catalog.'.length));
+}

@@ -12,6 +12,7 @@ import type {
   Operation, SqlClassification, SqlClassified, SqlClassifierOptions, SqlErrorCode, SqlRejected, StatementInfo, TrapCode,
 } from './types.js';
 import { walkStatement, type StatementFacts } from './walk.js';
+import { isStatisticsRelation } from './catalog-relations.js';
 import { changesPath, onlyProvablePathSetters, statementEffects, type PathResolution } from './search-path.js';
 import type { WalkContext } from './walk.js';
 
@@ -151,6 +152,7 @@ export class SqlClassifier {
         const traps: TrapCode[] = cls.traps.filter((t) => t !== 'search_path_change');
         if (effects === 'unprovable') traps.push('search_path_change');
         else if (changesPath(effects)) traps.push('search_path_set');
+        if ([...facts.tables].some(isStatisticsRelation)) traps.push('statistics_read');
         info = mergeInfo(info, {
           kind: cls.kind,
           operation: cls.operation,

@@ -49,6 +49,7 @@ export const TRAP_CODES = [
   'truncate',
   'unbounded_write',
   'unknown_statement',
+  'statistics_read',
 ] as const;
 export type TrapCode = (typeof TRAP_CODES)[number];
 

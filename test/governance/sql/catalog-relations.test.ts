@@ -2,7 +2,7 @@
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { SqlClassifier, initSqlParser, type SqlClassified } from '../../../src/governance/sql/index.js';
-import { STABLE_CATALOG_RELATIONS } from '../../../src/governance/sql/catalog-relations.js';
+import { STABLE_CATALOG_RELATIONS, STATISTICS_RELATIONS } from '../../../src/governance/sql/catalog-relations.js';
 import { pathResolution } from '../../../src/governance/sql/search-path.js';
 import { TEST_PG_HOST, TEST_PG_PORT } from '../../support/pg.js';
 
@@ -32,6 +32,19 @@ describe('pg_catalog relation names', () => {
   it('every name taken as certainly pg_catalog\'s is a pg_catalog relation of the server', () => {
     const missing = [...STABLE_CATALOG_RELATIONS].filter((n) => !catalog.has(n));
     expect(missing).toEqual([]);
+  });
+
+  it('the statistics relations the server has are all listed, and each is refused whatever the spelling', () => {
+    // pg_statistic_ext holds statistics definitions only; their values live in pg_statistic_ext_data.
+    const onServer = [...catalog].filter((n) => /^pg_stat(istic|s)(_ext)?(_data|_exprs)?$/.test(n) && n !== 'pg_statistic_ext');
+    expect(onServer.filter((n) => !STATISTICS_RELATIONS.has(n))).toEqual([]);
+    for (const n of STATISTICS_RELATIONS) {
+      for (const sql of [`select * from ${n}`, `select * from pg_catalog.${n}`, `select * from "${n}"`, `select * from ${n.toUpperCase()}`, `select 1 where exists (select 1 from ${n})`, `create view v as select * from ${n}`]) {
+        expect(ok(sql).traps, sql).toContain('statistics_read');
+      }
+    }
+    expect(ok('select * from pg_stats_view').traps).not.toContain('statistics_read');
+    expect(ok('select * from public.pg_stats').traps).not.toContain('statistics_read');
   });
 
   it('a certain pg_catalog name stays pg_catalog\'s; any other pg_* name is both pg_catalog\'s and the path\'s', () => {

@@ -37,6 +37,7 @@ export const ROWS: readonly Row[] = [
   row('TABLE users', 'select', 'read', ['public.users']),
   row('VALUES (1, 2), (3, 4)', 'select', 'read'),
   row('SELECT * FROM pg_class', 'select', 'read', ['pg_catalog.pg_class']),
+  row('SELECT histogram_bounds FROM pg_stats', 'select', 'read', ['pg_catalog.pg_stats'], ['statistics_read']),
   row('SELECT * FROM pg_notes', 'select', 'read', ['pg_catalog.pg_notes', 'public.pg_notes']),
   row('SELECT * FROM information_schema.tables', 'select', 'read', ['information_schema.tables']),
   row('SELECT * FROM mydb.app.users', 'select', 'read', ['app.users']),
