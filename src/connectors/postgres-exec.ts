@@ -33,17 +33,27 @@ import {
 } from '../gateway/pgwire/protocol.js';
 
 /**
- * The settings every upstream session starts with (and returns to on RESET), so PostgreSQL reads each statement as
- * the gateway governed it: UTF8, standard conforming strings, and unqualified names in the schema the classifier
- * resolves them in (PostgreSQL's default "$user", public would look first in a schema named after the role).
+ * The search_path every upstream session starts with (and returns to on RESET), so PostgreSQL resolves unqualified
+ * names in the schema the classifier governs them in (PostgreSQL's default "$user", public would look first in a schema
+ * named after the role). With masked reads (docs/least-privilege.md "Masked reads") the schema named after the current
+ * role comes first: after SET ROLE that is the managed role's masking schema, whose views mirror the governed tables of
+ * DEFAULT_SCHEMA under the same names with the redacted columns masked; only schemas the reconciliation owns can have
+ * such a name.
  */
-const GOVERNED_SYNTAX_OPTIONS = `-c client_encoding=UTF8 -c standard_conforming_strings=on -c search_path=${DEFAULT_SCHEMA}`;
+const GOVERNED_PATH = DEFAULT_SCHEMA;
+const MASKED_READS_PATH = `"$user",${DEFAULT_SCHEMA}`;
+
+/** The startup options of a session: UTF8, standard conforming strings and the path, as PostgreSQL must read statements. */
+function sessionOptions(path: string): string {
+  return `-c client_encoding=UTF8 -c standard_conforming_strings=on -c search_path=${path}`;
+}
+
 /**
- * With masked reads (docs/least-privilege.md "Masked reads") the schema named after the current role comes first:
- * after SET ROLE that is the managed role's masking schema, whose views mirror the governed tables of DEFAULT_SCHEMA
- * under the same names with the redacted columns masked; only schemas the reconciliation owns can have such a name.
+ * What a new session holds of the settings its startup asked for that ParameterStatus does not report (PostgreSQL 15
+ * reports neither): a pooler that drops startup parameters (PgBouncer's ignore_startup_parameters) would leave the
+ * server's defaults, and the gateway would govern names under one path while PostgreSQL reads them under another.
  */
-const MASKED_READS_OPTIONS = `-c client_encoding=UTF8 -c standard_conforming_strings=on -c search_path="$user",${DEFAULT_SCHEMA}`;
+const SESSION_CHECK_QUERY = "select pg_catalog.current_setting('search_path') as search_path, (select s.setting from pg_catalog.pg_settings s where s.name = 'statement_timeout') as statement_timeout";
 
 /** An error the upstream answered, with its SQLSTATE and fields already sanitized. */
 export class UpstreamSqlError extends Error {
@@ -405,6 +415,7 @@ export class UpstreamPools {
     }
     const { address } = await this.deps.checkTarget(sourceId, config.host);
     const params = new Map<string, string>();
+    const path = config.privileges === 'managed' && config.masked_reads === true ? MASKED_READS_PATH : GOVERNED_PATH;
     type RawConnection = { stream: net.Socket; on(e: string, f: (m: { parameterName: string; parameterValue: string }) => void): void };
     const rawConnection = (client: pg.Client) => (client as unknown as { connection: RawConnection }).connection;
     let client: pg.Client;
@@ -420,7 +431,7 @@ export class UpstreamPools {
           statement_timeout: config.statement_timeout_ms,
           // Session defaults from the startup packet outrank role and database defaults, and RESET / DISCARD ALL restore
           // them: PostgreSQL keeps reading statements the way the gateway governed them (see parsesAsGoverned).
-          options: config.privileges === 'managed' && config.masked_reads === true ? MASKED_READS_OPTIONS : GOVERNED_SYNTAX_OPTIONS,
+          options: sessionOptions(path),
         },
         beforeConnect: (c) => {
           params.clear();
@@ -431,6 +442,7 @@ export class UpstreamPools {
       this.deps.log.warn({ source_id: sourceId, problem: sanitizePgError(err) }, 'upstream connection failed');
       throw new GatehouseError('upstream_failed', `The upstream database is unavailable (${sanitizePgError(err)}).`, { cause: err });
     }
+    await this.#checkSessionSettings(sourceId, client, path, config.statement_timeout_ms);
     const connection = rawConnection(client);
     const stream = connection.stream;
     // Take the socket over from pg: its parser stops, ours starts. Nothing is in flight after ReadyForQuery.
@@ -444,6 +456,23 @@ export class UpstreamPools {
       throw new GatehouseError('unavailable', 'The source database session could not be set up.');
     }
     return conn;
+  }
+
+  /** Refuses a session that does not hold the path and statement timeout its startup asked for (SESSION_CHECK_QUERY); fail closed. */
+  async #checkSessionSettings(sourceId: string, client: pg.Client, path: string, statementTimeoutMs: number): Promise<void> {
+    let held: { search_path?: unknown; statement_timeout?: unknown } | undefined;
+    try {
+      held = (await client.query(SESSION_CHECK_QUERY)).rows[0] as typeof held;
+    } catch (err) {
+      this.deps.log.warn({ source_id: sourceId, problem: sanitizePgError(err) }, 'upstream session settings could not be read');
+    }
+    if (held?.search_path === path && Number(held.statement_timeout) === statementTimeoutMs) return;
+    await client.end().catch(() => undefined);
+    this.deps.log.error(
+      { source_id: sourceId, search_path: typeof held?.search_path === 'string' ? held.search_path : null, expected_search_path: path },
+      'upstream session does not hold the search_path and statement_timeout its startup options set (a pooler dropping startup parameters?); refused',
+    );
+    throw new GatehouseError('unavailable', 'The source database session could not be set up.');
   }
 
   async close(): Promise<void> {

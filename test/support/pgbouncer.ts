@@ -21,6 +21,8 @@ export interface PgBouncerOptions {
   serverPort?: number;
   /** Server connections per database and user (default 5); 1 makes every client share one server session. */
   poolSize?: number;
+  /** Startup parameters PgBouncer accepts and drops (`ignore_startup_parameters`), as operators set it for some drivers. */
+  ignoreStartupParameters?: string[];
 }
 
 /** Started bouncers, killed when the test process exits so a failed test leaves none behind. */
@@ -51,6 +53,7 @@ export async function startPgBouncer(opts: PgBouncerOptions = {}): Promise<PgBou
       'max_client_conn = 500',
       // PgBouncer's own default: DISCARD ALL is sent only in session mode, so nothing cleans up after a client here.
       'server_reset_query =',
+      ...(opts.ignoreStartupParameters ? [`ignore_startup_parameters = ${opts.ignoreStartupParameters.join(',')}`] : []),
       '',
     ].join('\n'),
   );
