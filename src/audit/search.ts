@@ -83,8 +83,8 @@ function afterCursor<QB extends SelectQueryBuilder<AuditDatabase, 'audit_entries
 }
 
 /**
- * Rows of the hot partition a filtered search reads by time order before it changes plan: enough for any filter that
- * matches one row in a hundred to fill a page of 100 (docs/decisions/0024, "Search of the hot partition").
+ * Rows of the hot partition an identity or source search reads by time order before it changes plan: enough for any
+ * filter that matches one row in a hundred to fill a page of 100 (docs/decisions/0024, "Search of the hot partition").
  */
 export const HOT_PROBE_ROWS = 10_000;
 /**
@@ -140,45 +140,49 @@ export async function searchAudit(db: Kysely<AuditDatabase>, filters: AuditFilte
 }
 
 /**
- * The hot day's part of a page. Without an identity, source or request id filter, by time order. With one: first by
- * time order through the newest HOT_PROBE_ROWS rows, which fills the page when the filter is common; then, below
- * them, by time order again when it matched often enough there (HOT_PROBE_COMMON), else through the BRIN bloom index, which skips every block range without the value, so a rare or absent value
- * costs the ranges holding it rather than the day. PostgreSQL cannot cost a bloom filter (it prices BRIN by the
- * column's physical correlation, near zero here) and would read the day by time order or in full, so that read runs
- * with plain index and sequential scans disabled for its transaction, and with the cursor's bound written so the time
- * index cannot serve it.
+ * The hot day's part of a page. Without an identity, source or request id filter, by time order. With an identity or
+ * source: first by time order through the newest HOT_PROBE_ROWS rows, which fills the page when the filter is common;
+ * then, below them, by time order again when it matched often enough there (HOT_PROBE_COMMON), else through the BRIN
+ * bloom index, which skips every block range without the value, so a rare or absent value costs the ranges holding it
+ * rather than the day. A request id goes to the bloom index at once. PostgreSQL cannot cost a bloom filter (it prices
+ * BRIN by the column's physical correlation, near zero here) and would read the day by time order or in full, so that
+ * read runs with plain index and sequential scans disabled for its transaction, and with its upper bound written so
+ * the time index cannot serve it.
  */
 async function searchHot(
   db: Kysely<AuditDatabase>, filters: AuditFilters, cursor: { ts: string; id: string } | null, hotStart: Date, want: number, page: Page,
 ): Promise<Row[]> {
   const range = { from: filters.from && filters.from.getTime() > hotStart.getTime() ? filters.from : hotStart, ...(filters.to ? { to: filters.to } : {}) };
   if (!bloomFiltered(filters)) return page(want, range);
-  // The HOT_PROBE_ROWS-th newest row of the range (before the filters): where reading by time order stops.
-  let edge = afterCursor(db.selectFrom('audit_entries').select(['ts', 'id']).where('ts', '>=', range.from as never), cursor);
-  if (range.to) edge = edge.where('ts', '<', range.to as never);
-  const boundary = (await edge.orderBy('ts', 'desc').orderBy('id', 'desc').offset(HOT_PROBE_ROWS - 1).limit(1).executeTakeFirst()) as { ts: Date; id: string } | undefined;
-  if (!boundary) return page(want, range);
-  const at = boundary.ts.toISOString();
-  const newest = (await applyFilters(
-    afterCursor(db.selectFrom('audit_entries').select(AUDIT_FIELDS), cursor).where(sql<boolean>`(ts, id) >= (${at}::timestamptz, ${boundary.id}::uuid)`),
-    { ...filters, from: range.from },
-  ).orderBy('ts', 'desc').orderBy('id', 'desc').limit(want).execute()) as unknown as Row[];
-  if (newest.length >= want) return newest;
+  const scoped = { ...filters, from: range.from };
+  let newest: Row[] = [];
+  if (filters.request_id === undefined) {
+    // The range's newest HOT_PROBE_ROWS rows by time order, filtered; the scan stops once the page is full.
+    let recent = afterCursor(db.selectFrom('audit_entries').select(AUDIT_FIELDS).where('ts', '>=', range.from as never), cursor);
+    if (range.to) recent = recent.where('ts', '<', range.to as never);
+    const probe = db.selectFrom(recent.orderBy('ts', 'desc').orderBy('id', 'desc').limit(HOT_PROBE_ROWS).as('audit_entries')).selectAll();
+    newest = (await applyFilters(probe as unknown as SelectQueryBuilder<AuditDatabase, 'audit_entries', Row>, scoped)
+      .orderBy('ts', 'desc').orderBy('id', 'desc').limit(want).execute()) as unknown as Row[];
+    if (newest.length >= want) return newest;
+  }
+  // Every match among those rows is in `newest` (a request id, near unique, skips them): the rest lie below its last
+  // match, or below the cursor.
+  const last = newest[newest.length - 1];
+  const below = last ? { ts: last.ts.toISOString(), id: last.id } : cursor;
   if (newest.length * HOT_PROBE_COMMON >= want) {
     // Common enough that reading on by time order finds the rest within about HOT_PROBE_COMMON × HOT_PROBE_ROWS rows,
     // where its values are in most block ranges and the bloom filters would rule out few.
-    return [...newest, ...(await applyFilters(db.selectFrom('audit_entries').select(AUDIT_FIELDS), { ...filters, from: range.from })
-      .where(sql<boolean>`(ts, id) < (${at}::timestamptz, ${boundary.id}::uuid)`)
-      .orderBy('ts', 'desc').orderBy('id', 'desc').limit(want - newest.length).execute() as unknown as Row[])];
+    return [...newest, ...((await afterCursor(applyFilters(db.selectFrom('audit_entries').select(AUDIT_FIELDS), scoped), below)
+      .orderBy('ts', 'desc').orderBy('id', 'desc').limit(want - newest.length).execute()) as unknown as Row[])];
   }
   const older = await db.transaction().execute(async (trx) => {
     await sql`set local enable_seqscan = off`.execute(trx);
     await sql`set local enable_indexscan = off`.execute(trx);
     await sql`set local enable_indexonlyscan = off`.execute(trx);
+    let q = applyFilters(trx.selectFrom('audit_entries').select(AUDIT_FIELDS), scoped);
     // ts + 0 s: the same order, but no index on ts can serve the bound, so only the bloom filters narrow the read.
-    return (await applyFilters(trx.selectFrom('audit_entries').select(AUDIT_FIELDS), { ...filters, from: range.from })
-      .where(sql<boolean>`(ts + interval '0 s', id) < (${at}::timestamptz, ${boundary.id}::uuid)`)
-      .orderBy('ts', 'desc').orderBy('id', 'desc').limit(want - newest.length).execute()) as unknown as Row[];
+    if (below) q = q.where(sql<boolean>`(ts + interval '0 s', id) < (${below.ts}::timestamptz, ${below.id}::uuid)`);
+    return (await q.orderBy('ts', 'desc').orderBy('id', 'desc').limit(want - newest.length).execute()) as unknown as Row[];
   });
   return [...newest, ...older];
 }
