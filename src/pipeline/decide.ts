@@ -1,8 +1,9 @@
 // The decision stages shared by every front door (spec §4 steps 1–5): input, identity, source, source role, policy, rate limit, risk and approval.
 import { jwtRefusalReason } from '../identity/agent-jwt.js';
 import { GatehouseError } from '../errors/registry.js';
-import { sourceRoleDecision, type SourceRoleRequest } from '../governance/source-roles.js';
-import { evaluate, type Decision, type Operation } from '../governance/policy/index.js';
+import { sourceRoleDecision, type SourceRoleDecision, type SourceRoleRequest } from '../governance/source-roles.js';
+import { DecisionMemo } from './memo.js';
+import { evaluate, type CompiledPolicySet, type Decision, type Operation } from '../governance/policy/index.js';
 import { compileColumnGlobs } from '../governance/policy/glob.js';
 import { liveCatalogFacts, operationClassifications } from '../catalog/governance.js';
 import { approvalVerdict, assessRisk, grownSinceApproval, needsWriteEstimate } from '../governance/risk.js';
@@ -140,36 +141,77 @@ function boundStatementTimeout(req: GovernedRequest, source: NonNullable<Governe
   }
 }
 
+/** An HTTP request's source-role verdict: the decision on its path, why a deeper reading of the path is refused (if one is), and until when it holds. */
+interface HttpRoleVerdict {
+  readonly decision: SourceRoleDecision;
+  readonly deeperRefusal: string | null;
+  /** The next grant expiry (ms): the only thing that changes the verdict of an unchanged role context. */
+  readonly until: number;
+}
+
+/**
+ * HTTP role verdicts by role context (replaced on every grant or role change: it is cached by grant version), method and
+ * path. The decision is a pure function of those and the clock, which only matters at a grant's expiry.
+ */
+const httpRoleVerdicts = new DecisionMemo<HttpRoleVerdict>();
+
+type RoleContextOf = Awaited<ReturnType<PipelineDeps['roleContext']>>;
+
+function httpRoleVerdict(ctx: RoleContextOf, identityId: number, sourceId: string, method: string, target: NonNullable<GovernedRequest['httpTarget']>): HttpRoleVerdict {
+  const now = Date.now();
+  const key = target.deeperPaths.length === 0 ? `${method} ${target.path}` : `${method} ${target.path}\u0000${target.deeperPaths.join('\u0000')}`;
+  const known = httpRoleVerdicts.get(ctx, key);
+  if (known !== undefined && now < known.until) return known;
+  const input = { source_id: sourceId, identity_id: identityId, grants: ctx.grants, roles: ctx.roles, now: new Date(now) };
+  const decision = sourceRoleDecision(input, { kind: 'http', method, path: target.path });
+  let deeperRefusal: string | null = null;
+  // A nested escape names another path to an upstream that decodes twice: a role must allow that reading too.
+  if (decision.allowed) {
+    for (const path of target.deeperPaths) {
+      const deeper = sourceRoleDecision(input, { kind: 'http', method, path });
+      if (deeper.allowed) continue;
+      deeperRefusal = deeper.reason;
+      break;
+    }
+  }
+  let until = Number.POSITIVE_INFINITY;
+  for (const g of ctx.grants) if (g.expires_at !== null && g.expires_at.getTime() > now) until = Math.min(until, g.expires_at.getTime());
+  const verdict = { decision, deeperRefusal, until };
+  httpRoleVerdicts.set(ctx, key, verdict);
+  return verdict;
+}
+
+function refuseByRole(req: GovernedRequest, decision: SourceRoleDecision): never {
+  req.audit.addReason(`source_role: ${decision.reason}`);
+  const call = decision.refusedCall;
+  throw new GatehouseError('forbidden', call === undefined ? 'No source role allows this request.' : `Calling ${call} is not allowed: it is not a trusted built-in and no source role names it.`);
+}
+
 /** Step 3: a source-role allow is required first; policy can never create access (spec rule 1). */
 export const checkSourceRole: Stage = {
   name: 'source_role',
   async run(req, deps) {
     const identity = req.identity!;
-    const { grants, roles } = await deps.roleContext(identity, req.sourceId);
+    const ctx = await deps.roleContext(identity, req.sourceId);
+    if (req.action.kind === 'http') {
+      const verdict = httpRoleVerdict(ctx, identity.id, req.sourceId, req.action.method, req.httpTarget!);
+      req.roleDecision = verdict.decision;
+      if (!verdict.decision.allowed) refuseByRole(req, verdict.decision);
+      if (verdict.deeperRefusal !== null) {
+        req.audit.addReason(`source_role: ${verdict.deeperRefusal} (path decoded again)`);
+        throw new GatehouseError('forbidden', 'No source role allows this request.');
+      }
+      return;
+    }
     const analysis = req.sql !== undefined && !deps.config.gateway.test_hooks.skip_sql_analysis;
     if (analysis) refuseUncallable(req, req.sql!);
     const calls = analysis ? await untrustedCalls(req, req.sql!, deps) : [];
-    const request: SourceRoleRequest =
-      req.action.kind === 'http'
-        ? { kind: 'http', method: req.action.method, path: req.httpTarget!.path }
-        : { kind: 'sql', operation: req.operation!, tables: req.tables ?? [], calls };
-    const input = { source_id: req.sourceId, identity_id: identity.id, grants, roles, now: new Date() };
+    const request: SourceRoleRequest = { kind: 'sql', operation: req.operation!, tables: req.tables ?? [], calls };
+    const input = { source_id: req.sourceId, identity_id: identity.id, grants: ctx.grants, roles: ctx.roles, now: new Date() };
     const decision = sourceRoleDecision(input, request);
     req.roleDecision = decision;
-    if (!decision.allowed) {
-      req.audit.addReason(`source_role: ${decision.reason}`);
-      const call = decision.refusedCall;
-      throw new GatehouseError('forbidden', call === undefined ? 'No source role allows this request.' : `Calling ${call} is not allowed: it is not a trusted built-in and no source role names it.`);
-    }
+    if (!decision.allowed) refuseByRole(req, decision);
     if (req.operation === 'ddl' || req.operation === 'admin') deps.callCatalogChanged?.(req.sourceId);
-    // A nested escape names another path to an upstream that decodes twice: a role must allow that reading too.
-    if (req.action.kind !== 'http') return;
-    for (const path of req.httpTarget!.deeperPaths) {
-      const deeper = sourceRoleDecision(input, { kind: 'http', method: req.action.method, path });
-      if (deeper.allowed) continue;
-      req.audit.addReason(`source_role: ${deeper.reason} (path decoded again)`);
-      throw new GatehouseError('forbidden', 'No source role allows this request.');
-    }
   },
 };
 
@@ -254,30 +296,55 @@ function withDriftProtection(req: GovernedRequest, decision: Decision, live: Liv
   return { ...decision, obligations: { ...decision.obligations, redact_columns: redact } };
 }
 
+/** The policy decision of a request: every reading of a nested-escape path is evaluated and the most restrictive stands (deny, then approval). */
+function evaluatePolicies(req: GovernedRequest, policies: CompiledPolicySet): Decision {
+  const identity = req.identity!;
+  const http = req.action.kind === 'http' ? { method: req.action.method, path: req.httpTarget!.path } : {};
+  const live = liveFacts(req);
+  const policyInput = {
+    identity: { id: identity.id, roles: identity.roles, team: identity.team },
+    source_id: req.sourceId,
+    operation: req.operation as Operation,
+    ...http,
+    tables: req.tables ?? [],
+    columns: req.columns ?? [],
+    ...classificationInput(req, live),
+    roleDecision: { allowed: req.roleDecision!.allowed, reason: req.roleDecision!.reason },
+  };
+  let decision = evaluate(policies, policyInput);
+  for (const path of req.httpTarget?.deeperPaths ?? []) {
+    const deeper = evaluate(policies, { ...policyInput, path });
+    if (EFFECT_RANK[deeper.effect] > EFFECT_RANK[decision.effect]) decision = deeper;
+  }
+  return withDriftProtection(req, decision, live);
+}
+
+/**
+ * HTTP policy decisions by compiled policy set (replaced on every policy change) and everything else evaluation reads
+ * of an HTTP request: identity (id, roles, team), source, method, path and its deeper readings, and the role decision.
+ * A source whose catalog classifies HTTP operations is evaluated every time (its classifications are a further input).
+ */
+const httpPolicyDecisions = new DecisionMemo<Decision>();
+
+function decidePolicy(req: GovernedRequest, policies: CompiledPolicySet): Decision {
+  if (req.action.kind !== 'http' || (req.catalog !== undefined && req.catalog.operations.length > 0)) return evaluatePolicies(req, policies);
+  const identity = req.identity!;
+  const target = req.httpTarget!;
+  const role = req.roleDecision!;
+  const key = [identity.id, identity.team === null ? '\u0001' : identity.team, identity.roles.join('\u0001'), req.sourceId, req.action.method, target.path, target.deeperPaths.join('\u0001'), role.allowed ? 'allow' : 'deny', role.reason].join('\u0000');
+  let decision = httpPolicyDecisions.get(policies, key);
+  if (decision === undefined) {
+    decision = evaluatePolicies(req, policies);
+    httpPolicyDecisions.set(policies, key, decision);
+  }
+  return decision;
+}
+
 /** Step 4a: policies restrict and add obligations; the role decision is an input they cannot overturn. */
 export const applyPolicy: Stage = {
   name: 'policy',
   run(req, deps) {
-    const identity = req.identity!;
-    const http = req.action.kind === 'http' ? { method: req.action.method, path: req.httpTarget!.path } : {};
-    const live = liveFacts(req);
-    const policyInput = {
-      identity: { id: identity.id, roles: identity.roles, team: identity.team },
-      source_id: req.sourceId,
-      operation: req.operation as Operation,
-      ...http,
-      tables: req.tables ?? [],
-      columns: req.columns ?? [],
-      ...classificationInput(req, live),
-      roleDecision: { allowed: req.roleDecision!.allowed, reason: req.roleDecision!.reason },
-    };
-    let decision = evaluate(deps.policies(), policyInput);
-    // Every reading of a nested-escape path is evaluated; the most restrictive decision stands (deny, then approval).
-    for (const path of req.httpTarget?.deeperPaths ?? []) {
-      const deeper = evaluate(deps.policies(), { ...policyInput, path });
-      if (EFFECT_RANK[deeper.effect] > EFFECT_RANK[decision.effect]) decision = deeper;
-    }
-    decision = withDriftProtection(req, decision, live);
+    const decision = decidePolicy(req, deps.policies());
     req.policyDecision = decision;
     if (decision.effect === 'deny') {
       for (const r of decision.reasons) req.audit.addReason(r);
