@@ -76,6 +76,8 @@ run_checks() {
   # docs/first-run.md runs as a test, with the tools it shows (test/docs/first-run.test.ts).
   for tool in curl jq openssl; do line=$(check_command "$tool" "$tool") || MISSING_PACKAGES+=("$tool"); REPORT+=("$line"); done
   if needs_chromium; then line=$(check_command chromium chromium) || MISSING_PACKAGES+=(chromium); REPORT+=("$line"); fi
+  # The control store behind transaction pooling, and a pooler that drops startup options, run through Debian's PgBouncer (test/support/pgbouncer.ts).
+  line=$(check_command pgbouncer pgbouncer) || MISSING_PACKAGES+=(pgbouncer); REPORT+=("$line")
   # /metrics is scraped by Debian's Prometheus server in test/observability/metrics.test.ts.
   line=$(check_command prometheus prometheus) || MISSING_PACKAGES+=(prometheus); REPORT+=("$line")
   # deploy/compose.yaml is validated by the compose client's own `config` (test/deploy/artifacts.test.ts); no daemon needed.
