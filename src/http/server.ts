@@ -77,6 +77,7 @@ export function createHttpServer(opts: HttpServerOptions): FastifyInstance {
     });
   }
   if (opts.maxConnections !== undefined) app.server.maxConnections = opts.maxConnections;
+  closeConnectionsAsTheyIdle(app);
   // Callback style: an async hook costs a promise per response on every listener.
   app.addHook('onSend', (req, reply, payload, done) => {
     reply.header('x-request-id', req.id);
@@ -84,6 +85,26 @@ export function createHttpServer(opts: HttpServerOptions): FastifyInstance {
   });
   if (opts.tracing) traceRequests(app, opts.tracing, opts.listener ?? 'http');
   return app;
+}
+
+/** How often a closing listener looks for connections that have gone idle since it began to close. */
+const CLOSING_IDLE_SWEEP_MS = 50;
+
+/**
+ * While the app closes, every keep-alive connection is closed as soon as it has no request in flight. node's
+ * `server.close()` closes the connections idle at that moment only: one whose request was in flight then stays open
+ * after its answer until `keepAliveTimeout` (72 s), which outlasts `shutdown_grace_ms` and turned a rolling restart's
+ * drain into a forced exit (docs/deployment.md "Rolling restart"). (A request that still arrives on an open
+ * connection gets Fastify's 503 with `Connection: close`: `return503OnClosing`.)
+ */
+function closeConnectionsAsTheyIdle(app: FastifyInstance): void {
+  const server = app.server;
+  app.addHook('preClose', (done) => {
+    const sweep = setInterval(() => server.closeIdleConnections(), CLOSING_IDLE_SWEEP_MS);
+    sweep.unref();
+    server.once('close', () => clearInterval(sweep));
+    done();
+  });
 }
 
 /** The server span's attributes and name of one request, the same on every handler of a listener (docs/observability.md "Traces"). */
