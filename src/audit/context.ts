@@ -1,7 +1,7 @@
 // The per-request audit emitter: the request owns one AuditContext and it emits exactly one canonical entry (spec §6.4).
 import { performance } from 'node:perf_hooks';
 import { AUDIT_ARRAY_MAX, boundedAuditText, isoTimestamp, newAuditId, type AuditChannel, type AuditEntry, type AuditFields } from './entry.js';
-import type { AuditPort } from './port.js';
+import { AUDIT_ACCEPTED, type AuditPort } from './port.js';
 import { markSpanError, SpanKind, type Context, type Span, type Tracing } from '../observability/tracing.js';
 
 /** Counts each emitted entry (docs/observability.md: request metrics are read off the canonical entry). */
@@ -9,8 +9,11 @@ export interface AuditObserver {
   observeEntry(entry: AuditEntry): void;
 }
 
-/** The span names of a request's own span, by front door (docs/observability.md "Traces"). */
-const REQUEST_SPAN_NAMES: Record<AuditChannel, string> = { http: 'gatehouse.proxy', pgwire: 'gatehouse.pgwire.statement', mcp: 'gatehouse.mcp.tool_call', admin: 'gatehouse.admin.action' };
+/**
+ * The span names of a request's own span, by front door (docs/observability.md "Traces"). A proxied HTTP request has
+ * none of its own: its server span is the request (docs/decisions/0030-telemetry-overhead.md).
+ */
+const REQUEST_SPAN_NAMES: Record<Exclude<AuditChannel, 'http'>, string> = { pgwire: 'gatehouse.pgwire.statement', mcp: 'gatehouse.mcp.tool_call', admin: 'gatehouse.admin.action' };
 
 /** pino-compatible subset. */
 export interface AuditLogger {
@@ -56,19 +59,24 @@ export class Auditor {
   }
 
   /**
-   * Starts the entry of one request: id and ts are fixed now, so retries and replays keep them. With tracing on, the
-   * request gets its own span beneath `parent` (the HTTP server span); a wire statement, which has no HTTP request,
-   * starts a trace of its own.
+   * Starts the entry of one request: id and ts are fixed now, so retries and replays keep them. With tracing on, an
+   * MCP tool call or admin action gets its own span beneath `parent` (the HTTP server span); a proxied request's
+   * span is its server span itself; a wire statement, which has no HTTP request, starts a trace of its own.
    */
   begin(init: AuditBegin, parent?: Span): AuditContext {
     const tracing = this.#tracing;
     let span: Span | undefined;
+    let ownSpan = false;
     // An unsampled trace (observability.trace_sample_ratio) gets no spans of ours at all: its requests cost as without tracing.
     if (tracing !== null && (parent === undefined ? init.channel === 'pgwire' && tracing.sampleNewTrace() : parent.isRecording())) {
-      span = tracing.startChild(REQUEST_SPAN_NAMES[init.channel], parent);
-      if (!span.isRecording()) span = undefined;
+      if (init.channel === 'http') span = parent;
+      else {
+        span = tracing.startChild(REQUEST_SPAN_NAMES[init.channel], parent);
+        ownSpan = true;
+        if (!span.isRecording()) span = undefined;
+      }
     }
-    return new AuditContext(this.#port, this.#logger, init, this.#now(), { observer: this.#observer, tracing, span, parent });
+    return new AuditContext(this.#port, this.#logger, init, this.#now(), { observer: this.#observer, tracing, span, ownSpan, parent });
   }
 }
 
@@ -91,15 +99,18 @@ export class AuditContext {
   readonly #parentSpan: Span | undefined;
   /** This request's span, present only while tracing is on: the pipeline hangs its stage spans beneath it. */
   readonly span: Span | undefined;
+  /** Whether `span` is this context's to end (false: it is the HTTP server span, which its handler ends on the response's close). */
+  readonly #ownSpan: boolean;
   /** The parent context of this request's stage spans, made with the first of them. */
   #spanContext: Context | undefined;
 
-  constructor(port: AuditPort, logger: AuditLogger, init: AuditBegin, nowMs: number, trace: { observer?: AuditObserver | null; tracing?: Tracing | null; span?: Span | undefined; parent?: Span | undefined } = {}) {
+  constructor(port: AuditPort, logger: AuditLogger, init: AuditBegin, nowMs: number, trace: { observer?: AuditObserver | null; tracing?: Tracing | null; span?: Span | undefined; ownSpan?: boolean; parent?: Span | undefined } = {}) {
     this.#port = port;
     this.#logger = logger;
     this.#observer = trace.observer ?? null;
     this.#tracing = trace.tracing ?? null;
     this.span = trace.span;
+    this.#ownSpan = trace.ownSpan ?? trace.span !== undefined;
     this.#parentSpan = trace.parent;
     this.id = newAuditId(nowMs);
     this.ts = isoTimestamp(nowMs);
@@ -198,7 +209,11 @@ export class AuditContext {
     return this.#ended;
   }
 
-  /** Request attributes (ids and outcome, never keys, SQL text or bodies) on the request's span and its HTTP parent; ended when the write settles. */
+  /**
+   * Request attributes (ids and outcome, never keys, SQL text or bodies) on the request's span and its HTTP parent. A
+   * write that waits (strict durability, a spooled entry) gets its `gatehouse.audit.write` span, and a span of this
+   * context's own ends when the write settles; an entry the port accepted at once adds no span.
+   */
   #endSpans(entry: AuditEntry, written: Promise<void>): void {
     const span = this.span!;
     const attributes = {
@@ -214,15 +229,19 @@ export class AuditContext {
     };
     span.setAttributes(attributes);
     if (entry.error_code !== null) markSpanError(span, entry.error_code);
-    if (this.#parentSpan !== undefined) {
+    if (this.#parentSpan !== undefined && this.#parentSpan !== span) {
       if (entry.identity_id !== null) this.#parentSpan.setAttribute('gatehouse.identity_id', entry.identity_id);
       if (entry.source_id !== null) this.#parentSpan.setAttribute('gatehouse.source_id', entry.source_id);
+    }
+    if (written === AUDIT_ACCEPTED) {
+      if (this.#ownSpan) span.end();
+      return;
     }
     const write = this.#tracing!.startIn('gatehouse.audit.write', this.#spanContext ?? this.#tracing!.contextOf(span));
     const done = (failed: boolean) => {
       if (failed) markSpanError(write, 'audit_unavailable');
       write.end();
-      span.end();
+      if (this.#ownSpan) span.end();
     };
     written.then(() => done(false), () => done(true));
   }

@@ -28,12 +28,19 @@ export interface AuditStats {
   spool_available: boolean;
 }
 
+/**
+ * What `AuditPort.write` returns for an entry it accepted at once (buffered durability: taken into the bounded buffer):
+ * one settled promise shared by every such write, so nothing is allocated per entry and a caller can tell, without
+ * waiting, that the write has nothing left to wait for (its trace gets no `gatehouse.audit.write` span).
+ */
+export const AUDIT_ACCEPTED: Promise<void> = Promise.resolve();
+
 export interface AuditPort {
   /**
    * Resolves when the configured durability is met (strict: committed in PostgreSQL or fsynced to
    * the spool; buffered: accepted in the bounded buffer or the spool). Rejects with
    * GatehouseError('audit_unavailable') when the entry cannot be recorded and the mode forbids
-   * going on without it.
+   * going on without it. An entry accepted at once resolves as AUDIT_ACCEPTED.
    */
   write(entry: AuditEntry): Promise<void>;
   /**

@@ -6,6 +6,7 @@ import type { Config } from '../config/schema.js';
 import { GatehouseError } from '../errors/registry.js';
 import type { AuditLogger } from './context.js';
 import { assertValidEntry, type AuditEntry } from './entry.js';
+import { AUDIT_ACCEPTED } from './port.js';
 import { copySealed, insertSealed } from './insert.js';
 import { SealChains, type BatchSeal, type SealChain } from './seal.js';
 import type { CopyIn } from '../store/copy.js';
@@ -244,12 +245,17 @@ export class AuditWriter implements AuditPort {
     return this.#buffer.length >= this.#cfg.buffer_max_entries;
   }
 
-  async #writeBuffered(entry: AuditEntry): Promise<void> {
+  #writeBuffered(entry: AuditEntry): Promise<void> {
     if (!this.#bufferFull()) {
       this.#buffer.push(entry);
       if (this.#buffer.length >= this.#cfg.batch_size) this.#kickFlush();
-      return;
+      return AUDIT_ACCEPTED;
     }
+    return this.#spoolBuffered(entry);
+  }
+
+  /** A buffered write the full buffer cannot take goes to the spool, or is refused when strictness says fail_closed. */
+  async #spoolBuffered(entry: AuditEntry): Promise<void> {
     try {
       await this.#spool.append([entry]);
       this.#durable([entry]);

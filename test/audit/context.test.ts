@@ -5,6 +5,8 @@ import { MemoryAuditSink } from '../../src/audit/port.js';
 import { assertValidEntry, auditChanges, newAuditId, sanitizeChanges } from '../../src/audit/entry.js';
 import { AuditWriter } from '../../src/audit/writer.js';
 import { withMigratedStore } from '../support/pg.js';
+import { AlwaysOnSampler, InMemorySpanExporter, SimpleSpanProcessor, TracerProvider } from '@opentelemetry/sdk-trace';
+import { Tracing } from '../../src/observability/tracing.js';
 import { auditConfig, recordingLogger, tempSpoolDir } from './support.js';
 
 describe('AuditContext', () => {
@@ -74,6 +76,52 @@ describe('AuditContext', () => {
       await spool.remove();
       await migrated.cleanup();
     }
+  });
+});
+
+describe('AuditContext spans', () => {
+  /** The real SDK with its in-memory exporter: what the OTLP exporter would have been handed. */
+  function recordingTracing() {
+    const exporter = new InMemorySpanExporter();
+    const provider = new TracerProvider({ sampler: new AlwaysOnSampler(), spanProcessors: [new SimpleSpanProcessor({ exporter })] });
+    return { tracing: new Tracing(provider.getTracer('test'), 1), exporter };
+  }
+
+  it.each(['buffered', 'strict'] as const)('a proxied request in %s mode: the server span carries the request, an audit.write span only where the write waits', async (mode) => {
+    const migrated = await withMigratedStore({ poolMax: 2 });
+    const spool = await tempSpoolDir();
+    const writer = new AuditWriter({ db: migrated.store.db, config: auditConfig({ durability_mode: mode, spool: { dir: spool.dir } }), logger: recordingLogger() });
+    await writer.start();
+    const { tracing, exporter } = recordingTracing();
+    try {
+      const auditor = new Auditor({ port: writer, logger: recordingLogger(), tracing });
+      const server = tracing.startServer('GET /proxy/:source_id/*', {}, {});
+      const audit = auditor.begin({ channel: 'http', request_id: `r-${mode}`, identity_id: 7 }, server);
+      expect(audit.span).toBe(server);
+      audit.startStageSpan('gatehouse.policy', performance.now())!.end();
+      await audit.end({ status: 200, decision: 'allow', source_id: 'orders' });
+      // The HTTP handler ends its server span on the response's close, never the audit context.
+      expect(exporter.getFinishedSpans().map((s) => s.name)).not.toContain('GET /proxy/:source_id/*');
+      server.end();
+      const spans = exporter.getFinishedSpans();
+      const names = spans.map((s) => s.name).sort();
+      expect(names).toEqual(mode === 'strict' ? ['GET /proxy/:source_id/*', 'gatehouse.audit.write', 'gatehouse.policy'] : ['GET /proxy/:source_id/*', 'gatehouse.policy']);
+      const serverSpan = spans.find((s) => s.name === 'GET /proxy/:source_id/*')!;
+      expect(serverSpan.attributes).toMatchObject({ 'gatehouse.decision': 'allow', 'gatehouse.identity_id': 7, 'gatehouse.source_id': 'orders', 'gatehouse.status': 200 });
+      for (const child of spans.filter((s) => s !== serverSpan)) expect(child.parentSpanContext?.spanId).toBe(serverSpan.spanContext().spanId);
+    } finally {
+      await writer.close();
+      await spool.remove();
+      await migrated.cleanup();
+    }
+  });
+
+  it('a wire statement has a span of its own, ended with the entry', async () => {
+    const { tracing, exporter } = recordingTracing();
+    const audit = new Auditor({ port: new MemoryAuditSink(), logger: recordingLogger(), tracing }).begin({ channel: 'pgwire', request_id: 'w1' });
+    await audit.end({ status: 200, decision: 'allow' });
+    await new Promise((r) => setImmediate(r));
+    expect(exporter.getFinishedSpans().map((s) => s.name).sort()).toEqual(['gatehouse.audit.write', 'gatehouse.pgwire.statement']);
   });
 });
 
