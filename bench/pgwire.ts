@@ -78,14 +78,17 @@ function startRelay(mode: string): Promise<{ child: ChildProcess; port: number }
   });
 }
 
+/** Seconds of unmeasured load before each target's measured run (BENCH_WARMUP_S; 0 skips it), as bench:proxy warms up each case. */
+const WARMUP_S = Number(process.env.BENCH_WARMUP_S ?? 3);
+
 interface Run {
   tps: number;
   transactions: number;
 }
 
-function pgbench(args: string[], env: Record<string, string> = {}): Promise<Run> {
+function pgbench(args: string[], env: Record<string, string> = {}, seconds = SECONDS): Promise<Run> {
   return new Promise((resolve, reject) => {
-    execFile('pgbench', ['-n', '-c', String(CLIENTS), '-j', '2', '-T', String(SECONDS), '-M', MODE, ...args], { env: { ...process.env, PGSSLMODE: 'disable', ...env }, timeout: (SECONDS + 60) * 1000 }, (err, stdout, stderr) => {
+    execFile('pgbench', ['-n', '-c', String(CLIENTS), '-j', '2', '-T', String(seconds), '-M', MODE, ...args], { env: { ...process.env, PGSSLMODE: 'disable', ...env }, timeout: (seconds + 60) * 1000 }, (err, stdout, stderr) => {
       const m = /tps = ([\d.]+)/.exec(stdout);
       const n = /transactions actually processed: (\d+)/.exec(stdout);
       if (err || !m) return reject(new Error(`pgbench failed: ${stderr || stdout}`));
@@ -163,7 +166,7 @@ async function main(): Promise<void> {
       gatehouse: { args: ['-h', '127.0.0.1', '-p', String(ww.port), '-U', 'bench-agent', ww.sourceId], env: { PGPASSWORD: agent.key } },
     };
     const audit = ww.world.svc.running.services.config.audit;
-    console.log(`pgbench -M ${MODE}, ${CLIENTS} clients, ${SECONDS} s; gateway.processes ${PROCESSES}; gateway audit durability ${audit.durability_mode}, pii default ${ww.world.svc.running.services.config.pii.default_mode}; load average ${loadavg().map((l) => l.toFixed(2)).join(' ')}`);
+    console.log(`pgbench -M ${MODE}, ${CLIENTS} clients, ${SECONDS} s after ${WARMUP_S} s of warm-up; gateway.processes ${PROCESSES}; gateway audit durability ${audit.durability_mode}, pii default ${ww.world.svc.running.services.config.pii.default_mode}; load average ${loadavg().map((l) => l.toFixed(2)).join(' ')}`);
     for (const [script, extra] of [['-S', ['-S']], ['tpcb', []]] as const) {
       if (!SCRIPTS.includes(script)) continue;
       for (const [name, t] of Object.entries(targets)) {
@@ -177,6 +180,8 @@ async function main(): Promise<void> {
         // Whose CPU from /proc stands for the target's own: PgBouncer's processes, the relay's, or the gateway's replicas.
         const proxyLabel = bouncers.length > 0 ? 'PgBouncer' : relay ? 'relay' : '';
         const proxyPids = name === 'gatehouse' ? replicaPids : [...bouncers, ...(relay ? [relay.child] : [])].map((p) => p.pid!);
+        // Unmeasured warm-up of the same load: the gateway's JIT and pools, PgBouncer's and the relays' connections.
+        if (WARMUP_S > 0) await pgbench([...extra, ...t.args], t.env, WARMUP_S);
         const cpu = process.cpuUsage();
         const otherUsSince = cpuMeter(proxyPids);
         const run = await pgbench([...extra, ...t.args], t.env);
