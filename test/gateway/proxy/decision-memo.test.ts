@@ -51,6 +51,26 @@ describe('remembered HTTP decisions', () => {
     expect(denied.status, denied.text).toBe(403);
   });
 
+  it("a role's rules changed take the remembered verdict with them", async () => {
+    const created = await world.admin('POST', '/api/data-sources/up/roles', { role_key: 'memo-narrow', description: 'memo test', rules: { http: [{ methods: ['GET'], paths: ['/memo-role/**'] }] } });
+    expect(created.status, created.text).toBe(201);
+    const agent = await world.agent('role-rules-agent', [{ source_id: 'up', role_key: 'memo-narrow' }]);
+    await allowedTwice(agent.key, '/proxy/up/memo-role/x');
+    const narrowed = await world.admin('PATCH', `/api/data-sources/up/roles/${created.json.id as number}`, { rules: { http: [{ methods: ['GET'], paths: ['/elsewhere/**'] }] } });
+    expect(narrowed.status, narrowed.text).toBe(200);
+    const denied = await world.proxy(agent.key, 'GET', '/proxy/up/memo-role/x?i=2');
+    expect(denied.status, denied.text).toBe(403);
+  });
+
+  it("an identity's roles changed apply to the next request under a policy on identity roles", async () => {
+    await world.policy({ name: 'deny quarantined', conditions: { source_ids: ['up'], identity_roles: ['quarantined'], paths: ['/memo-identity-roles/**'] }, actions: { effect: 'deny' } });
+    const agent = await world.agent('identity-roles-agent', [{ source_id: 'up', role_key: 'reader' }]);
+    await allowedTwice(agent.key, '/proxy/up/memo-identity-roles/x');
+    expect((await world.admin('PATCH', `/api/identities/${agent.id}`, { roles: ['quarantined'] })).status).toBe(200);
+    const denied = await world.proxy(agent.key, 'GET', '/proxy/up/memo-identity-roles/x?i=2');
+    expect(denied.status, denied.text).toBe(403);
+  });
+
   it('the same path is decided per method and per identity', async () => {
     const reader = await world.agent('memo-reader', [{ source_id: 'up', role_key: 'reader' }]);
     const writer = await world.agent('memo-writer', [{ source_id: 'up', role_key: 'writer' }]);
