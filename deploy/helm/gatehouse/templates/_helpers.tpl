@@ -1,6 +1,8 @@
 {{/* Names, labels and the environment every Gatehouse container shares. */}}
+{{/* 48 characters leave room for the longest suffix ("-migrate-" and a six-digit revision): Service and Job names
+     must be DNS labels of at most 63 characters, and Helm accepts release names of up to 53. */}}
 {{- define "gatehouse.fullname" -}}
-{{- printf "%s-%s" .Release.Name .Chart.Name | trunc 63 | trimSuffix "-" -}}
+{{- printf "%s-%s" .Release.Name .Chart.Name | trunc 48 | trimSuffix "-" -}}
 {{- end -}}
 
 {{- define "gatehouse.labels" -}}
@@ -20,16 +22,37 @@ app.kubernetes.io/component: {{ .component }}
 {{ .Values.image.repository }}:{{ .Values.image.tag | default .Chart.AppVersion }}
 {{- end -}}
 
-{{/* Secrets by reference (secretKeyRef) and the non-secret configuration as SERVICE_* variables (spec §9). */}}
+{{/* Production without TLS on a listener fails at start (docs/tls.md "Production"); refuse such values at render time. */}}
+{{- define "gatehouse.checks" -}}
+{{- if eq .Values.environment "production" }}
+{{- if and (not .Values.tls.httpOffload) (not .Values.tls.httpSecretName) }}
+{{- fail "tls.httpSecretName: production needs TLS on the HTTP listeners: name a kubernetes.io/tls Secret in tls.httpSecretName, or set tls.httpOffload: true when an ingress terminates TLS (docs/tls.md \"Production\")" }}
+{{- end }}
+{{- if and .Values.gateway.pgEnabled (not .Values.tls.pgOffload) (not .Values.tls.pgSecretName) }}
+{{- fail "tls.pgSecretName: production needs TLS on the PostgreSQL wire listener: name a kubernetes.io/tls Secret in tls.pgSecretName, or set tls.pgOffload: true when a TCP load balancer terminates TLS (docs/pgwire.md)" }}
+{{- end }}
+{{- end }}
+{{- end -}}
+
+{{/* HTTPS on a role's HTTP listener: the gateway and the admin serve it with tls.httpSecretName. */}}
+{{- define "gatehouse.httpScheme" -}}
+{{- if and .root.Values.tls.httpSecretName (has .role (list "gateway" "admin")) }}HTTPS{{ else }}HTTP{{ end }}
+{{- end -}}
+
+{{/* Secrets by reference (secretKeyRef) and the non-secret configuration as SERVICE_* variables (spec §9). Takes
+     (dict "root" $ "role" R): a certificate file is named only where the role serves its listener, and only there
+     mounted (gatehouse.volumeMounts). */}}
 {{- define "gatehouse.env" -}}
+{{- $v := .root.Values -}}
+{{- include "gatehouse.checks" .root -}}
 - name: SERVICE_ENVIRONMENT
-  value: {{ .Values.environment | quote }}
+  value: {{ $v.environment | quote }}
 - name: SERVICE_GATEWAY__HOST
   value: "0.0.0.0"
 - name: SERVICE_ADMIN__HOST
   value: "0.0.0.0"
 - name: SERVICE_DATABASE__URL
-  valueFrom: { secretKeyRef: { name: {{ .Values.secrets.name }}, key: {{ .Values.secrets.keys.databaseUrl }} } }
+  valueFrom: { secretKeyRef: { name: {{ $v.secrets.name }}, key: {{ $v.secrets.keys.databaseUrl }} } }
 - name: SERVICE_DATABASE__SSL_MODE
   value: verify-full
 - name: SERVICE_DATABASE__SSL_CA_FILE
@@ -37,17 +60,17 @@ app.kubernetes.io/component: {{ .component }}
 - name: SERVICE_DATABASE__MIGRATE_ON_START
   value: "false"
 - name: SERVICE_REDIS__URL
-  valueFrom: { secretKeyRef: { name: {{ .Values.secrets.name }}, key: {{ .Values.secrets.keys.redisUrl }} } }
+  valueFrom: { secretKeyRef: { name: {{ $v.secrets.name }}, key: {{ $v.secrets.keys.redisUrl }} } }
 - name: GATEHOUSE_SIGNING_SECRET
-  valueFrom: { secretKeyRef: { name: {{ .Values.secrets.name }}, key: {{ .Values.secrets.keys.signingSecret }} } }
+  valueFrom: { secretKeyRef: { name: {{ $v.secrets.name }}, key: {{ $v.secrets.keys.signingSecret }} } }
 - name: SERVICE_ADMIN__SIGNING_SECRET_REF
   value: env:GATEHOUSE_SIGNING_SECRET
 - name: GATEHOUSE_API_KEY_PEPPER
-  valueFrom: { secretKeyRef: { name: {{ .Values.secrets.name }}, key: {{ .Values.secrets.keys.apiKeyPepper }} } }
+  valueFrom: { secretKeyRef: { name: {{ $v.secrets.name }}, key: {{ $v.secrets.keys.apiKeyPepper }} } }
 - name: SERVICE_AUTH__API_KEY_PEPPER_REF
   value: env:GATEHOUSE_API_KEY_PEPPER
 - name: GATEHOUSE_BOOTSTRAP_PASSWORD
-  valueFrom: { secretKeyRef: { name: {{ .Values.secrets.name }}, key: {{ .Values.secrets.keys.bootstrapPassword }} } }
+  valueFrom: { secretKeyRef: { name: {{ $v.secrets.name }}, key: {{ $v.secrets.keys.bootstrapPassword }} } }
 - name: SERVICE_ADMIN__BOOTSTRAP_PASSWORD
   value: env:GATEHOUSE_BOOTSTRAP_PASSWORD
 - name: SERVICE_ADMIN__COOKIE__SECURE
@@ -57,14 +80,26 @@ app.kubernetes.io/component: {{ .component }}
 - name: SERVICE_AUDIT__SPOOL__DIR
   value: /var/lib/gatehouse/audit-spool
 - name: SERVICE_GATEWAY__TLS__TRUSTED_TLS_OFFLOAD
-  value: {{ .Values.tls.httpOffload | quote }}
+  value: {{ $v.tls.httpOffload | quote }}
 - name: SERVICE_ADMIN__TLS__TRUSTED_TLS_OFFLOAD
-  value: {{ .Values.tls.httpOffload | quote }}
+  value: {{ $v.tls.httpOffload | quote }}
+{{- if and $v.tls.httpSecretName (eq .role "gateway") }}
+- name: SERVICE_GATEWAY__TLS__CERT_FILE
+  value: /etc/gatehouse/http-tls/tls.crt
+- name: SERVICE_GATEWAY__TLS__KEY_FILE
+  value: /etc/gatehouse/http-tls/tls.key
+{{- end }}
+{{- if and $v.tls.httpSecretName (eq .role "admin") }}
+- name: SERVICE_ADMIN__TLS__CERT_FILE
+  value: /etc/gatehouse/http-tls/tls.crt
+- name: SERVICE_ADMIN__TLS__KEY_FILE
+  value: /etc/gatehouse/http-tls/tls.key
+{{- end }}
 - name: SERVICE_GATEWAY__PG_ENABLED
-  value: {{ .Values.gateway.pgEnabled | quote }}
+  value: {{ $v.gateway.pgEnabled | quote }}
 - name: SERVICE_GATEWAY__PG_TLS__TRUSTED_TLS_OFFLOAD
-  value: {{ .Values.tls.pgOffload | quote }}
-{{- if .Values.tls.pgSecretName }}
+  value: {{ $v.tls.pgOffload | quote }}
+{{- if and $v.tls.pgSecretName $v.gateway.pgEnabled (eq .role "gateway") }}
 - name: SERVICE_GATEWAY__PG_TLS__CERT_FILE
   value: /etc/gatehouse/pg-tls/tls.crt
 - name: SERVICE_GATEWAY__PG_TLS__KEY_FILE
@@ -73,34 +108,44 @@ app.kubernetes.io/component: {{ .component }}
   value: "true"
 {{- end }}
 - name: SERVICE_GATEWAY__TIMEOUTS__SHUTDOWN_GRACE_MS
-  value: {{ mul .Values.gateway.shutdownGraceSeconds 1000 | quote }}
-{{- range $name, $value := .Values.extraEnv }}
+  value: {{ mul $v.gateway.shutdownGraceSeconds 1000 | quote }}
+{{- range $name, $value := $v.extraEnv }}
 - name: {{ $name }}
   value: {{ $value | quote }}
 {{- end }}
 {{- end -}}
 
+{{/* Takes (dict "root" $ "role" R), as gatehouse.env: TLS keys are mounted only into the role that serves them. */}}
 {{- define "gatehouse.volumeMounts" -}}
+{{- $v := .root.Values -}}
 - { name: tmp, mountPath: /tmp }
 - { name: spool, mountPath: /var/lib/gatehouse }
 - { name: db-ca, mountPath: /etc/gatehouse/db-ca, readOnly: true }
-{{- if .Values.tls.pgSecretName }}
+{{- if and $v.tls.httpSecretName (has .role (list "gateway" "admin")) }}
+- { name: http-tls, mountPath: /etc/gatehouse/http-tls, readOnly: true }
+{{- end }}
+{{- if and $v.tls.pgSecretName $v.gateway.pgEnabled (eq .role "gateway") }}
 - { name: pg-tls, mountPath: /etc/gatehouse/pg-tls, readOnly: true }
 {{- end }}
 {{- end -}}
 
 {{- define "gatehouse.volumes" -}}
+{{- $v := .root.Values -}}
 - name: tmp
   emptyDir: {}
 - name: spool
-  emptyDir: { sizeLimit: {{ .Values.spool.sizeLimit }} }
+  emptyDir: { sizeLimit: {{ $v.spool.sizeLimit }} }
 - name: db-ca
   secret:
-    secretName: {{ .Values.secrets.databaseCa.name }}
-    items: [{ key: {{ .Values.secrets.databaseCa.key }}, path: ca.crt }]
-{{- if .Values.tls.pgSecretName }}
+    secretName: {{ $v.secrets.databaseCa.name }}
+    items: [{ key: {{ $v.secrets.databaseCa.key }}, path: ca.crt }]
+{{- if and $v.tls.httpSecretName (has .role (list "gateway" "admin")) }}
+- name: http-tls
+  secret: { secretName: {{ $v.tls.httpSecretName }} }
+{{- end }}
+{{- if and $v.tls.pgSecretName $v.gateway.pgEnabled (eq .role "gateway") }}
 - name: pg-tls
-  secret: { secretName: {{ .Values.tls.pgSecretName }} }
+  secret: { secretName: {{ $v.tls.pgSecretName }} }
 {{- end }}
 {{- end -}}
 
