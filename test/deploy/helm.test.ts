@@ -36,6 +36,16 @@ const EXTERNAL_SECRET = {
 };
 const NO_AUTOSCALING = { gateway: { replicas: 4, autoscaling: { enabled: false } } };
 const LEAN = { gateway: { pgEnabled: false }, migration: { enabled: false }, metrics: { podAnnotations: false } };
+const EXTRA_SECRETS = {
+  extraEnv: { SERVICE_OBSERVABILITY__LOG_LEVEL: 'warn' },
+  extraSecretEnv: [
+    { name: 'SERVICE_DATABASE__READ_URL', secretName: 'gatehouse-replica', key: 'url' },
+    { name: 'SERVICE_APPROVALS__ENCRYPTION_KEY_REF', secretName: 'gatehouse-extra', key: 'approvals-key' },
+    { name: 'SERVICE_AUTH__OIDC__ADMIN_CLIENT_SECRET_REF', secretName: 'gatehouse-extra', key: 'oidc-client-secret' },
+    { name: 'EXTRA_TOKEN', secretName: 'gatehouse-extra', key: 'extra-token' },
+  ],
+};
+const SERVICE_PORTS = { gateway: { service: { httpPort: 80, pgPort: 6432 } }, admin: { service: { port: 443 } } };
 const VALUE_SETS: Record<string, Array<string | Record<string, unknown>>> = {
   default: [],
   production: [PRODUCTION_VALUES],
@@ -43,6 +53,8 @@ const VALUE_SETS: Record<string, Array<string | Record<string, unknown>>> = {
   'external secret': [EXTERNAL_SECRET],
   'autoscaling off': [NO_AUTOSCALING],
   'no wire listener, migration or metrics annotations': [LEAN],
+  'extra secrets': [EXTRA_SECRETS],
+  'other service ports': [SERVICE_PORTS],
 };
 
 const renders = new Map<string, Manifest[]>();
@@ -92,7 +104,7 @@ function containerEnvironment(c: IContainer): Record<string, string> {
   for (const e of c.env ?? []) {
     if (e.value !== undefined) env[e.name] = e.value;
     else if (e.valueFrom?.secretKeyRef) {
-      env[e.name] = e.name === 'SERVICE_DATABASE__URL' ? 'postgres://gatehouse:pw@db.internal:5432/gatehouse' : e.name === 'SERVICE_REDIS__URL' ? 'rediss://:pw@redis.internal:6380/0' : `sample-${e.valueFrom.secretKeyRef.key}-0123456789abcdefghijklmnopqrstuvwxyz`;
+      env[e.name] = /^SERVICE_DATABASE__\w*URL$/.test(e.name) ? 'postgres://gatehouse:pw@db.internal:5432/gatehouse' : e.name === 'SERVICE_REDIS__URL' ? 'rediss://:pw@redis.internal:6380/0' : `sample-${e.valueFrom.secretKeyRef.key}-0123456789abcdefghijklmnopqrstuvwxyz`;
     } else throw new Error(`${e.name}: neither a value nor a secretKeyRef`);
   }
   return env;
@@ -344,6 +356,43 @@ describe('deploy/helm/gatehouse with non-default values, as its README documents
     for (const w of workloads(ms)) expect(Object.keys(w.annotations).filter((k) => k.startsWith('prometheus.io/')), w.name).toEqual([]);
     const scraped = workloads(rendered('default')).filter((w) => w.annotations['prometheus.io/scrape'] === 'true').map((w) => [w.role, w.annotations['prometheus.io/port']]);
     expect(scraped.sort()).toEqual([['admin', '9090'], ['gateway', '3000']]);
+  });
+
+  test('extraSecretEnv: each variable from its Secret key, a *_REF setting as env: of the variable holding its Secret\'s value; extraEnv beside them', () => {
+    for (const w of workloads(rendered('extra secrets'))) {
+      const env = envOf(w.container);
+      const ref = (name: string) => env.get(name)?.valueFrom?.secretKeyRef;
+      expect(ref('SERVICE_DATABASE__READ_URL'), w.name).toEqual({ name: 'gatehouse-replica', key: 'url' });
+      expect(ref('EXTRA_TOKEN'), w.name).toEqual({ name: 'gatehouse-extra', key: 'extra-token' });
+      for (const [setting, holder, key] of [
+        ['SERVICE_APPROVALS__ENCRYPTION_KEY_REF', 'GATEHOUSE_APPROVALS__ENCRYPTION_KEY', 'approvals-key'],
+        ['SERVICE_AUTH__OIDC__ADMIN_CLIENT_SECRET_REF', 'GATEHOUSE_AUTH__OIDC__ADMIN_CLIENT_SECRET', 'oidc-client-secret'],
+      ] as const) {
+        expect(env.get(setting)?.value, `${w.name} ${setting}`).toBe(`env:${holder}`);
+        expect(ref(holder), `${w.name} ${holder}`).toEqual({ name: 'gatehouse-extra', key });
+      }
+      expect(env.get('SERVICE_OBSERVABILITY__LOG_LEVEL')?.value, w.name).toBe('warn');
+      // The Secret's value itself never appears: every secret-bearing setting is a secretKeyRef or an env: reference to one.
+      for (const name of [...env.keys()].filter((k) => SECRET_SETTINGS.has(k))) {
+        const e = env.get(name)!;
+        expect(e.value === undefined ? e.valueFrom?.secretKeyRef : env.get(e.value.replace(/^env:/, ''))?.valueFrom?.secretKeyRef, `${w.name} ${name}`).toBeDefined();
+      }
+      // Gatehouse's loader resolves the reference the chart wrote to the Secret's value.
+      const loaded = loadConfig({ env: { SERVICE_SERVICE_ROLE: w.role, ...containerEnvironment(w.container) }, cwd: mkdtempSync(path.join(tmpdir(), 'gh-helm-')) });
+      expect(loaded.ok && loaded.secrets.get('approvals.encryption_key_ref'), w.name).toBe('sample-approvals-key-0123456789abcdefghijklmnopqrstuvwxyz');
+    }
+  });
+
+  test('gateway.service.httpPort, gateway.service.pgPort and admin.service.port: the Services listen there and reach the pods\' fixed ports, which the scrape annotations name', () => {
+    const ms = rendered('other service ports');
+    const expected = { gateway: { http: [80, 3000], pgwire: [6432, 5432] }, admin: { http: [443, 9090] } } as const;
+    for (const [component, ports] of Object.entries(expected)) {
+      const svc = named<IService>(ms, 'Service', component);
+      const w = role(ms, component);
+      const reached = Object.fromEntries(svc.spec!.ports!.map((p) => [p.name, [p.port, w.container.ports!.find((cp) => cp.name === p.targetPort)?.containerPort]]));
+      expect(reached, component).toEqual(ports);
+      expect(w.annotations['prometheus.io/port'], component).toBe(String(ports.http[1]));
+    }
   });
 
   test('ci/production-values.yaml: image, pull secrets, scheduling and extra environment reach every pod; Service type and autoscaling bounds follow', () => {

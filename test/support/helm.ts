@@ -3,7 +3,7 @@ import { spawnSync } from 'node:child_process';
 import { existsSync, mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { parseAllDocuments, stringify } from 'yaml';
+import { parseAllDocuments } from 'yaml';
 
 const ROOT = path.resolve(import.meta.dirname, '..', '..');
 
@@ -48,7 +48,8 @@ function valuesArgs(values: Array<string | Record<string, unknown>>): string[] {
   return values.flatMap((v) => {
     if (typeof v === 'string') return ['-f', v];
     const file = path.join(mkdtempSync(path.join(state, 'values-')), 'values.yaml');
-    writeFileSync(file, stringify(v));
+    // JSON, which YAML includes: Helm's YAML 1.1 parser would read a plain `yes`, `no`, `on` or `off` as a boolean.
+    writeFileSync(file, JSON.stringify(v));
     return ['-f', file];
   });
 }

@@ -1,4 +1,6 @@
-// Kubernetes objects checked against the API's OpenAPI schemas as kubernetes-models compiles them: values, types and required fields by its validators, unknown fields by its type declarations through the TypeScript compiler.
+// Kubernetes objects checked against the API's OpenAPI schemas as kubernetes-models compiles them: values, types and required fields by its validators, unknown fields by its type declarations through the TypeScript compiler; and the fields of a core type as those declarations name them.
+import { readFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
 import path from 'node:path';
 import ts from 'typescript';
 import type { Manifest } from './helm.js';
@@ -75,4 +77,23 @@ function typeProblems(manifests: Manifest[]): string[] {
 /** Every problem the schemas find in the manifests, one line each naming the object; [] when all are valid. */
 export async function schemaProblems(manifests: Manifest[]): Promise<string[]> {
   return [...(await valueProblems(manifests)), ...typeProblems(manifests)];
+}
+
+/**
+ * The fields of a core/v1 type as kubernetes-models declares it (`v1/<Kind>.d.ts`, interface `I<Kind>`), each with the
+ * values it allows when the schema enumerates them (a union of string literals), else null.
+ */
+export function kubernetesFields(kind: string): Map<string, string[] | null> {
+  const file = path.join(path.dirname(createRequire(import.meta.url).resolve('kubernetes-models/package.json')), 'v1', `${kind}.d.ts`);
+  const source = ts.createSourceFile(file, readFileSync(file, 'utf8'), ts.ScriptTarget.ES2022);
+  const declaration = source.statements.find((s): s is ts.InterfaceDeclaration => ts.isInterfaceDeclaration(s) && s.name.text === `I${kind}`);
+  if (!declaration) throw new Error(`${file}: no interface I${kind}`);
+  const fields = new Map<string, string[] | null>();
+  for (const member of declaration.members) {
+    if (!ts.isPropertySignature(member) || !member.name || !ts.isStringLiteral(member.name)) continue;
+    const type = member.type;
+    const literals = type && ts.isUnionTypeNode(type) ? type.types.map((t) => (ts.isLiteralTypeNode(t) && ts.isStringLiteral(t.literal) ? t.literal.text : null)) : null;
+    fields.set(member.name.text, literals?.every((l) => l !== null) ? (literals as string[]) : null);
+  }
+  return fields;
 }

@@ -32,6 +32,57 @@ app.kubernetes.io/component: {{ .component }}
 {{- fail "tls.pgSecretName: production needs TLS on the PostgreSQL wire listener: name a kubernetes.io/tls Secret in tls.pgSecretName, or set tls.pgOffload: true when a TCP load balancer terminates TLS (docs/pgwire.md)" }}
 {{- end }}
 {{- end }}
+{{- /* What values.schema.json cannot say: relations between two values. */}}
+{{- $as := .Values.gateway.autoscaling }}
+{{- if and $as.enabled (lt (int $as.maxReplicas) (int $as.minReplicas)) }}
+{{- fail (printf "gateway.autoscaling.maxReplicas: %d is below gateway.autoscaling.minReplicas (%d)" (int $as.maxReplicas) (int $as.minReplicas)) }}
+{{- end }}
+{{- if and .Values.gateway.pgEnabled (eq (int .Values.gateway.service.pgPort) (int .Values.gateway.service.httpPort)) }}
+{{- fail (printf "gateway.service.pgPort: %d is also gateway.service.httpPort; the gateway Service needs a port for each listener" (int .Values.gateway.service.pgPort)) }}
+{{- end }}
+{{- end -}}
+
+{{/* Settings that hold a secret or may embed one, as SERVICE_* names: src/config/schema.ts credentialUrlPaths and
+     secretValuePaths; every SERVICE_*_REF (secretRefPaths) is one too. extraEnv would render their values into the
+     Deployment, so only extraSecretEnv may set them (README.md "Secrets by reference"). */}}
+{{- define "gatehouse.secretSettings" -}}
+SERVICE_DATABASE__URL SERVICE_DATABASE__READ_URL SERVICE_DATABASE__DIRECT_URL SERVICE_REDIS__URL SERVICE_ADMIN__BOOTSTRAP_PASSWORD SERVICE_NOTIFICATIONS__SLACK_WEBHOOK_URL
+{{- end -}}
+
+{{/* A SERVICE_*_REF setting takes a reference, not the secret: extraSecretEnv puts the Secret's value into this
+     variable and the setting becomes env:<it>, as the chart does for its own references. */}}
+{{- define "gatehouse.refHolder" -}}
+{{- if and (hasPrefix "SERVICE_" .) (hasSuffix "_REF" .) }}{{ printf "GATEHOUSE_%s" (. | trimPrefix "SERVICE_" | trimSuffix "_REF") }}{{ end }}
+{{- end -}}
+
+{{/* Refuses extraEnv and extraSecretEnv entries that would put a secret in the Deployment or set a variable twice.
+     Takes (dict "root" $ "taken" D), D mapping each variable the chart sets to where it comes from. */}}
+{{- define "gatehouse.extraEnvChecks" -}}
+{{- $v := .root.Values -}}
+{{- $taken := .taken -}}
+{{- $secretSettings := include "gatehouse.secretSettings" . | splitList " " -}}
+{{- range $name, $value := $v.extraEnv }}
+{{- if or (has $name $secretSettings) (include "gatehouse.refHolder" $name) }}
+{{- fail (printf "extraEnv.%s: %s holds a secret or credentials and extraEnv would write it into the Deployment; pass it from a Secret with extraSecretEnv: [{name: %s, secretName, key}] (deploy/helm/gatehouse/README.md \"Secrets by reference\")" $name ($name | trimPrefix "SERVICE_" | lower | replace "__" ".") $name) }}
+{{- end }}
+{{- if hasKey $taken $name }}
+{{- fail (printf "extraEnv.%s: already set by %s; a variable is set once" $name (get $taken $name)) }}
+{{- end }}
+{{- /* The URL forms src/config/secrets.ts masks: userinfo, or a credential-bearing query parameter. */}}
+{{- if regexMatch "(?i)^[a-z][a-z0-9+.-]*://([^/?#]*@|[^#]*[?&][^=&#]*(pass|secret|token|key)[^=&#]*=)" (toString $value) }}
+{{- fail (printf "extraEnv.%s: a URL with credentials (userinfo or a password, token or key parameter); pass it from a Secret with extraSecretEnv (deploy/helm/gatehouse/README.md \"Secrets by reference\")" $name) }}
+{{- end }}
+{{- $_ := set $taken $name (printf "extraEnv.%s" $name) }}
+{{- end }}
+{{- range $i, $e := $v.extraSecretEnv }}
+{{- $holder := include "gatehouse.refHolder" $e.name }}
+{{- range $n := compact (list $e.name $holder) }}
+{{- if hasKey $taken $n }}
+{{- fail (printf "extraSecretEnv[%d].name: %s is already set by %s; a variable is set once" $i $n (get $taken $n)) }}
+{{- end }}
+{{- $_ := set $taken $n (printf "extraSecretEnv[%d]" $i) }}
+{{- end }}
+{{- end }}
 {{- end -}}
 
 {{/* HTTPS on a role's HTTP listener: the gateway and the admin serve it with tls.httpSecretName. */}}
@@ -45,6 +96,30 @@ app.kubernetes.io/component: {{ .component }}
 {{- define "gatehouse.env" -}}
 {{- $v := .root.Values -}}
 {{- include "gatehouse.checks" .root -}}
+{{- $chartEnv := include "gatehouse.chartEnv" . -}}
+{{- /* SERVICE_SERVICE_ROLE: the migration Job adds it; the other roles take theirs from --role. */}}
+{{- $taken := dict "SERVICE_SERVICE_ROLE" "the chart, from each pod's role" -}}
+{{- range fromYamlArray $chartEnv }}{{ $_ := set $taken .name "the chart, from its values (README.md \"Values\")" }}{{ end -}}
+{{- include "gatehouse.extraEnvChecks" (dict "root" .root "taken" $taken) -}}
+{{ $chartEnv }}
+{{- range $name, $value := $v.extraEnv }}
+- name: {{ $name }}
+  value: {{ $value | quote }}
+{{- end }}
+{{- range $v.extraSecretEnv }}
+{{- $holder := include "gatehouse.refHolder" .name }}
+- name: {{ $holder | default .name }}
+  valueFrom: { secretKeyRef: { name: {{ .secretName }}, key: {{ .key }} } }
+{{- if $holder }}
+- name: {{ .name }}
+  value: {{ printf "env:%s" $holder | quote }}
+{{- end }}
+{{- end }}
+{{- end -}}
+
+{{/* The variables the chart sets from its own values, as gatehouse.env takes them. */}}
+{{- define "gatehouse.chartEnv" -}}
+{{- $v := .root.Values -}}
 - name: SERVICE_ENVIRONMENT
   value: {{ $v.environment | quote }}
 - name: SERVICE_GATEWAY__HOST
@@ -109,10 +184,6 @@ app.kubernetes.io/component: {{ .component }}
 {{- end }}
 - name: SERVICE_GATEWAY__TIMEOUTS__SHUTDOWN_GRACE_MS
   value: {{ mul $v.gateway.shutdownGraceSeconds 1000 | quote }}
-{{- range $name, $value := $v.extraEnv }}
-- name: {{ $name }}
-  value: {{ $value | quote }}
-{{- end }}
 {{- end -}}
 
 {{/* Takes (dict "root" $ "role" R), as gatehouse.env: TLS keys are mounted only into the role that serves them. */}}
