@@ -39,6 +39,8 @@ const AGENT_CLIENT = { client_id: 'bench-agent', client_secret: 'bench-agent-sec
 const GOAL_TELEMETRY_RATIO = 0.95;
 /** Rounds of each telemetry off/on pair (BENCH_TELEMETRY_ROUNDS); with more than one, each case's figures are summed over its rounds. */
 const TELEMETRY_ROUNDS = Number(process.env.BENCH_TELEMETRY_ROUNDS ?? 1);
+/** The telemetry cases run against a second Gatehouse that does not export (an A/A control of the pair; BENCH_TELEMETRY_AA=1). */
+const TELEMETRY_AA = process.env.BENCH_TELEMETRY_AA === '1';
 /**
  * Gateway processes (gateway.processes), one per core by default: how an operator runs Gatehouse on a host.
  * nginx is measured with one worker and with as many workers as Gatehouse has processes, and the better of
@@ -233,7 +235,13 @@ async function startBare(upstreamPort: number): Promise<{ port: number; child: C
   return { port, child };
 }
 
-async function startGatehouse(upstreamPort: number, idp: TestProvider, extraEnv: Record<string, string> = {}): Promise<{ child: ChildProcess; gatewayUrl: string; key: string; jwt: string; dropDb: () => Promise<void>; dir: string }> {
+/**
+ * One Gatehouse as two processes on one store: `--role admin` (seeded through its API) and the measured `--role gateway`
+ * (with its replicas). A role `all` process would also run the worker's pollers and sweeps, whose CPU would land in the
+ * gateway's CPU per request unevenly between runs: two identical role-`all` instances differed by 6–12% per request
+ * here (docs/decisions/0030-telemetry-overhead.md).
+ */
+async function startGatehouse(upstreamPort: number, idp: TestProvider, extraEnv: Record<string, string> = {}): Promise<{ child: ChildProcess; admin: ChildProcess; gatewayUrl: string; key: string; jwt: string; dropDb: () => Promise<void>; dir: string }> {
   const database = await createTestDatabase();
   const dir = await mkdtemp(path.join(tmpdir(), 'gh-bench-'));
   const [gatewayPort, adminPort, pgPort] = [await freePort(), await freePort(), await freePort()];
@@ -249,7 +257,6 @@ async function startGatehouse(upstreamPort: number, idp: TestProvider, extraEnv:
     SERVICE_REDIS__URL: 'redis://127.0.0.1:6379',
     SERVICE_REDIS__KEY_PREFIX: `ghbench:${randomBytes(6).toString('hex')}:`,
     SERVICE_AUDIT__DURABILITY_MODE: AUDIT_MODE,
-    SERVICE_AUDIT__SPOOL__DIR: path.join(dir, 'audit-spool'),
     SERVICE_GATEWAY__EGRESS__ALLOW_PRIVATE_SOURCES: 'bench',
     SERVICE_OBSERVABILITY__LOG_LEVEL: 'warn',
     SERVICE_GATEWAY__PROCESSES: String(PROCESSES),
@@ -268,18 +275,26 @@ async function startGatehouse(upstreamPort: number, idp: TestProvider, extraEnv:
     ...extraEnv,
   };
   const built = existsSync(path.join(ROOT, 'dist/main.js')) && process.env.BENCH_FROM_SOURCE !== '1';
-  const child = built
-    ? run(process.execPath, [...GATEHOUSE_NODE_ARGS, 'dist/main.js', 'start'], env)
-    : run(process.execPath, [...GATEHOUSE_NODE_ARGS, '--import', 'tsx', 'src/main.ts', 'start'], env);
   let stderr = '';
-  child.stderr?.on('data', (c: Buffer) => (stderr += c.toString()));
-  // Always drain the service's log stream: an unread pipe fills up and stalls every log write in the service.
-  const logFile = createWriteStream(path.join(process.env.BENCH_LOG_DIR ?? dir, 'gatehouse.log'));
-  child.stdout?.pipe(logFile);
+  const startRole = (role: 'admin' | 'gateway', nodeArgs: string[]): ChildProcess => {
+    // Each process keeps its own audit spool (two processes cannot share one).
+    const roleEnv = { ...env, SERVICE_AUDIT__SPOOL__DIR: path.join(dir, `audit-spool-${role}`) };
+    const child = built
+      ? run(process.execPath, [...nodeArgs, 'dist/main.js', 'start', '--role', role], roleEnv)
+      : run(process.execPath, [...nodeArgs, '--import', 'tsx', 'src/main.ts', 'start', '--role', role], roleEnv);
+    child.stderr?.on('data', (c: Buffer) => (stderr += c.toString()));
+    // Always drain the service's log stream: an unread pipe fills up and stalls every log write in the service.
+    child.stdout?.pipe(createWriteStream(path.join(process.env.BENCH_LOG_DIR ?? dir, `gatehouse-${role}.log`)));
+    return child;
+  };
   const adminUrl = `http://127.0.0.1:${adminPort}`;
   const gatewayUrl = `http://127.0.0.1:${gatewayPort}`;
+  // The admin migrates the store at start (outside production); the gateway starts on the migrated store.
+  const adminChild = startRole('admin', []);
+  let child: ChildProcess | undefined;
   try {
     await waitFor(`${adminUrl}/health`, {}, 60_000);
+    child = startRole('gateway', GATEHOUSE_NODE_ARGS);
     await waitFor(`${gatewayUrl}/health`, {}, 30_000);
   } catch (err) {
     throw new Error(`gatehouse did not start: ${String(err)}\n${stderr.slice(-2000)}`, { cause: err });
@@ -321,7 +336,7 @@ async function startGatehouse(upstreamPort: number, idp: TestProvider, extraEnv:
   const viaJwt = await fetch(`${gatewayUrl}/proxy/bench/hit/item`, { headers: { authorization: `Bearer ${jwt}` } });
   await viaJwt.arrayBuffer();
   if (viaJwt.headers.get('x-gatehouse-cache') !== 'hit') throw new Error(`JWT hit path not a hit: ${viaJwt.status} ${viaJwt.headers.get('x-gatehouse-cache')}`);
-  return { child, gatewayUrl, key, jwt, dir, dropDb: () => database.drop() };
+  return { child: child!, admin: adminChild, gatewayUrl, key, jwt, dir, dropDb: () => database.drop() };
 }
 
 interface Probe {
@@ -375,7 +390,10 @@ async function main(): Promise<void> {
   const sinkPort = telemetry ? await freePort() : 0;
   const sink = telemetry ? run(process.execPath, ['bench/otlp-sink.ts', String(sinkPort)]) : null;
   if (sink) await waitFor(`http://127.0.0.1:${sinkPort}/ready`);
-  const ghOtel = telemetry ? await startGatehouse(upstreamPort, idp, { SERVICE_OBSERVABILITY__OTLP_ENDPOINT: `http://127.0.0.1:${sinkPort}`, SERVICE_OBSERVABILITY__METRICS_EXPORT_INTERVAL_MS: '5000' }) : null;
+  // BENCH_TELEMETRY_AA=1 starts the second Gatehouse without export: (f)/(c) and (g)/(d) then show the bench's own
+  // difference between two identical instances, the floor below which it cannot resolve the cost of export.
+  const exportEnv: Record<string, string> = TELEMETRY_AA ? {} : { SERVICE_OBSERVABILITY__OTLP_ENDPOINT: `http://127.0.0.1:${sinkPort}`, SERVICE_OBSERVABILITY__METRICS_EXPORT_INTERVAL_MS: '5000' };
+  const ghOtel = telemetry ? await startGatehouse(upstreamPort, idp, exportEnv) : null;
   const authOtel: Record<string, string> = ghOtel ? { authorization: `Bearer ${ghOtel.key}` } : {};
   const bare = CASES.has('e') ? await startBare(upstreamPort) : null;
   const auth = { authorization: `Bearer ${gh.key}` };
@@ -455,8 +473,10 @@ async function main(): Promise<void> {
   } finally {
     if (bare !== null) await stop(bare.child);
     await stop(gh.child);
+    await stop(gh.admin);
     if (ghOtel) {
       await stop(ghOtel.child);
+      await stop(ghOtel.admin);
       await ghOtel.dropDb().catch(() => undefined);
       await rm(ghOtel.dir, { recursive: true, force: true });
     }
