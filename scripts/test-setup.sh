@@ -205,12 +205,13 @@ if [ "$(id -u)" -eq 0 ]; then
 fi
 [ ${#MISSING_TOOLS[@]} -gt 0 ] && fetch_helm
 run_checks
-print_report
-if [ ${#MISSING_PACKAGES[@]} -eq 0 ] && [ ${#MISSING_SERVICES[@]} -eq 0 ] && [ ${#MISSING_TOOLS[@]} -eq 0 ]; then say "ready"; exit 0; fi
+# Not root and something only root can fix: one line naming what is missing and what to run (the report is --check's).
 if [ "$(id -u)" -ne 0 ] && [ $((${#MISSING_PACKAGES[@]} + ${#MISSING_SERVICES[@]})) -gt 0 ]; then
   missing=("${MISSING_SERVICES[@]}" "${MISSING_PACKAGES[@]}" "${MISSING_TOOLS[@]}")
   say "not ready (not root, so no service was started and no package installed): missing ${missing[*]}; run: $(remedy)"
   exit 1
 fi
+print_report
+if [ ${#MISSING_PACKAGES[@]} -eq 0 ] && [ ${#MISSING_SERVICES[@]} -eq 0 ] && [ ${#MISSING_TOOLS[@]} -eq 0 ]; then say "ready"; exit 0; fi
 say "not ready: run: $(remedy)"
 exit 1

@@ -23,13 +23,19 @@ function run(args: string[], env: Record<string, string> = {}, wrap: string[] = 
   });
 }
 
-/** A PATH holding every command of /usr/bin and /bin except the named ones: a machine without those clients. */
+/**
+ * A PATH holding every command of the system's bin and sbin directories except the named ones: a machine without those
+ * clients. The first directory holding a name wins, as on a PATH; a name is linked once (a merged /usr lists each twice).
+ */
 async function pathWithout(names: string[]): Promise<string> {
   const dir = await mkdtemp(path.join(tmpdir(), 'gh-path-'));
   cleanups.push(() => rm(dir, { recursive: true, force: true }));
-  for (const from of ['/usr/bin', '/bin']) {
+  const linked = new Set(names);
+  for (const from of ['/usr/local/bin', '/usr/bin', '/bin', '/usr/local/sbin', '/usr/sbin', '/sbin']) {
+    if (!existsSync(from)) continue;
     for (const name of await readdir(from)) {
-      if (names.includes(name) || existsSync(path.join(dir, name))) continue;
+      if (linked.has(name)) continue;
+      linked.add(name);
       await symlink(path.join(from, name), path.join(dir, name));
     }
   }
@@ -91,7 +97,7 @@ describe('scripts/test-setup.sh --check', () => {
     // setpriv drops to nobody: the ensure mode must then not try to start or install anything.
     const r = await run([], { GATEHOUSE_TEST_REDIS_PORT: String(port) }, ['/usr/bin/setpriv', '--reuid=nobody', '--regid=nogroup', '--clear-groups']);
     expect(r.code).toBe(1);
-    expect(r.stdout.trim().split('\n')).toEqual([`test-setup: not ready (not root, so nothing was started or installed): missing redis; run: start redis on 127.0.0.1 (sudo scripts/test-setup.sh starts installed ones)`]);
+    expect(r.stdout.trim().split('\n')).toEqual([`test-setup: not ready (not root, so no service was started and no package installed): missing redis; run: start redis on 127.0.0.1 (sudo scripts/test-setup.sh starts installed ones)`]);
   });
 
   it('is what npm test runs first and what .ci/run runs', async () => {
