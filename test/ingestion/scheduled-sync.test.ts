@@ -142,10 +142,13 @@ describe('scheduled sync on two worker processes', () => {
     await writeFile(path.join(world.root, 'c.txt'), 'a third document\n');
     await waitFor(async () => (await runs('sched')).some((r) => r.result?.jobs_created === 1), 30_000, 'c.txt seen by a scheduled sync');
     await world.waitForJobs((jobs) => jobs.some((j) => j.file_path === 'c.txt' && j.status === 'completed'), 60_000, 'c.txt ingested');
-    // Let a few more periods pass.
-    await waitFor(async () => (await runs('sched')).length >= 6, 30_000, 'six periods');
+    // Let a few more periods pass; the list is read when no period is in flight (one may start at any moment).
+    let ok: Run[] = [];
+    await waitFor(async () => {
+      ok = await runs('sched');
+      return ok.length >= 6 && ok.every((r) => r.status !== 'running');
+    }, 30_000, 'six periods');
 
-    const ok = await runs('sched');
     expect(ok.every((r) => r.trigger === 'schedule' && r.status === 'succeeded'), JSON.stringify(ok)).toBe(true);
     // Each period once: distinct periods on the interval's grid from the first one (periods missed under load collapse into the next).
     const periods = ok.map((r) => Date.parse(r.scheduled_for!));
