@@ -1,4 +1,4 @@
-// Ingestion benchmark (`npm run bench:ingest`): 1,000 ten-page text PDFs ingested by one and by two real worker processes against pdftotext extracting the same files in one process (goal ≥ 0.5×), worker RSS (goal < 300 MB), and search_documents p95 over 100k indexed pages through MCP (goal ≤ 50 ms; BENCH_INGEST_SEARCH_ONLY=1 runs this part alone).
+// Ingestion benchmark (`npm run bench:ingest`): 1,000 ten-page text PDFs ingested by one and by two real worker processes against pdftotext extracting the same files in one process (goal ≥ 0.5×), worker RSS (goal < 300 MB), and search_documents p95 over 100k indexed pages through MCP (goal ≤ 50 ms; BENCH_INGEST_SEARCH_ONLY=1 runs this part alone, after the same store history).
 import { execFile } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { mkdir, writeFile } from 'node:fs/promises';
@@ -11,7 +11,8 @@ import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { startIngestionWorld, type IngestionWorld } from '../test/ingestion/support.js';
 import { quantile } from './stats.js';
-import { searchPages, searchStatement } from '../src/store/repos/document-search.js';
+import { SEARCH_CANDIDATES, searchPages, searchStatement } from '../src/store/repos/document-search.js';
+import { saveDocument } from '../src/store/repos/documents.js';
 import { CLOCK_TICKS, procTicks } from './proc.js';
 import type { Db } from '../src/store/repos/util.js';
 
@@ -29,17 +30,48 @@ function word(seed: number): string {
   return `w${((seed * 2654435761) % VOCAB >>> 0).toString(36)}`;
 }
 
+/** Line `line` of page `p` of bench document `doc` (0-based), as drawn in its PDF. */
+function pdfLine(doc: number, p: number, line: number): string {
+  const words = Array.from({ length: 10 }, (_, i) => word(doc * 10_007 + p * 409 + line * 13 + i));
+  return `Line ${line + 1} of page ${p + 1}: ${words.join(' ')}`;
+}
+
 async function makePdf(doc: number): Promise<Uint8Array> {
   const pdf = await PDFDocument.create();
   const font = await pdf.embedFont(StandardFonts.Helvetica);
   for (let p = 0; p < PAGES; p++) {
     const page = pdf.addPage([595, 842]);
-    for (let line = 0; line < 40; line++) {
-      const words = Array.from({ length: 10 }, (_, i) => word(doc * 10_007 + p * 409 + line * 13 + i));
-      page.drawText(`Line ${line + 1} of page ${p + 1}: ${words.join(' ')}`, { x: 40, y: 800 - line * 19, size: 10, font });
-    }
+    for (let line = 0; line < 40; line++) page.drawText(pdfLine(doc, p, line), { x: 40, y: 800 - line * 19, size: 10, font });
   }
   return pdf.save();
+}
+
+/** The pages of bench document `doc` as a worker stores them. */
+function pdfPages(doc: number): Array<{ page_no: number; text: string; ocr: boolean }> {
+  return Array.from({ length: PAGES }, (_, p) => ({ page_no: p + 1, text: Array.from({ length: 40 }, (_, line) => pdfLine(doc, p, line)).join('\n'), ocr: false }));
+}
+
+/** One stored document of source `sourceId`, as a worker writes it (one transaction: the document and its pages). */
+function saveBenchDocument(db: Db, sourceId: string, docPath: string, pages: Array<{ page_no: number; text: string; ocr: boolean }>) {
+  return saveDocument(db, {
+    source_id: sourceId, path: docPath, job_id: null, catalog_asset_id: null, content_type: 'application/pdf', byte_size: 0, sha256: docPath,
+    asset_version: null, page_count: pages.length, ocr_pages: 0, classification: {}, extract_chars: 0, extract_truncated: false, notes: [],
+  }, pages);
+}
+
+/**
+ * Without the ingestion runs (BENCH_INGEST_SEARCH_ONLY), the store history they leave: the documents' pages written,
+ * all deleted, and written again, a document per transaction. Deleted rows empty the first pages of the index's
+ * posting trees, which is what made 0019's search slow after a full run and not after a fresh fill (decision record
+ * 0026 §2); a search-only run must see the same layout.
+ */
+async function replayIngestion(db: Db): Promise<void> {
+  const t0 = performance.now();
+  for (let round = 0; round < 2; round++) {
+    await sql`delete from ingestion_documents where source_id = 'bench'`.execute(db);
+    for (let d = 0; d < DOCS; d++) await saveBenchDocument(db, 'bench', `bench/doc-${d}.pdf`, pdfPages(d));
+  }
+  console.log(`replayed two ingestions of ${DOCS} documents in ${((performance.now() - t0) / 1000).toFixed(0)} s`);
 }
 
 /** VmRSS or VmHWM (the kernel's own peak) of a process, in MB; 0 once it is gone. */
@@ -73,6 +105,8 @@ interface IngestRun {
   peakMb: number;
   /** Worker CPU seconds per document (all workers together). */
   cpuMsPerDoc: number;
+  /** PostgreSQL CPU per document: every backend of the database (the workers' job queries, the pages, their search keys). */
+  pgMsPerDoc: number;
 }
 
 async function ingestWith(world: IngestionWorld, workers: number): Promise<IngestRun> {
@@ -85,6 +119,7 @@ async function ingestWith(world: IngestionWorld, workers: number): Promise<Inges
     for (const p of procs) maxRss = Math.max(maxRss, procMb(p.child.pid!, 'VmRSS'));
   }, 100);
   const cpu0 = procs.reduce((sum, p) => sum + cpuSeconds(p.child.pid!), 0);
+  const pg0 = await backendTicks(db);
   const started = performance.now();
   await sql`update ingestion_jobs set status = 'pending', retry_count = 0, run_after = null, worker_id = null, completed_at = null`.execute(db);
   for (;;) {
@@ -98,8 +133,9 @@ async function ingestWith(world: IngestionWorld, workers: number): Promise<Inges
   clearInterval(sampler);
   const peak = Math.max(...procs.map((p) => procMb(p.child.pid!, 'VmHWM')));
   const cpu = procs.reduce((sum, p) => sum + cpuSeconds(p.child.pid!), 0) - cpu0;
+  const pgTicks = (await backendTicks(db)) - pg0;
   await Promise.all(procs.map((p) => p.stop('SIGTERM')));
-  return { docsPerSecond: DOCS / seconds, maxRssMb: maxRss, peakMb: peak, cpuMsPerDoc: (cpu * 1000) / DOCS };
+  return { docsPerSecond: DOCS / seconds, maxRssMb: maxRss, peakMb: peak, cpuMsPerDoc: (cpu * 1000) / DOCS, pgMsPerDoc: (pgTicks * 1000) / CLOCK_TICKS / DOCS };
 }
 
 async function main(): Promise<void> {
@@ -135,13 +171,13 @@ async function ingestBench(world: IngestionWorld): Promise<() => void> {
   if (sync.json.jobs_created !== DOCS) throw new Error(`sync created ${sync.json.jobs_created} jobs`);
 
   const one = await ingestWith(world, 1);
-  console.log(`pdftotext ${baseline.toFixed(1)} docs/s; gatehouse 1 worker ${one.docsPerSecond.toFixed(1)} docs/s, max RSS ${one.maxRssMb.toFixed(0)} MB (peak ${one.peakMb.toFixed(0)} MB), ${one.cpuMsPerDoc.toFixed(1)} ms CPU/doc`);
+  console.log(`pdftotext ${baseline.toFixed(1)} docs/s; gatehouse 1 worker ${one.docsPerSecond.toFixed(1)} docs/s, max RSS ${one.maxRssMb.toFixed(0)} MB (peak ${one.peakMb.toFixed(0)} MB), ${one.cpuMsPerDoc.toFixed(1)} ms CPU/doc, PostgreSQL ${one.pgMsPerDoc.toFixed(1)} ms CPU/doc`);
   const two = await ingestWith(world, 2);
   console.log(`gatehouse 2 workers ${two.docsPerSecond.toFixed(1)} docs/s, max RSS per worker ${two.maxRssMb.toFixed(0)} MB (peak ${two.peakMb.toFixed(0)} MB)`);
   return () => {
     console.log(`pdftotext, one process:   ${baseline.toFixed(1)} docs/s`);
-    console.log(`gatehouse, 1 worker:      ${one.docsPerSecond.toFixed(1)} docs/s (max RSS ${one.maxRssMb.toFixed(0)} MB, VmHWM ${one.peakMb.toFixed(0)} MB, ${one.cpuMsPerDoc.toFixed(1)} ms CPU/doc; ${BUILT ? 'built' : 'tsx'})`);
-    console.log(`gatehouse, 2 workers:     ${two.docsPerSecond.toFixed(1)} docs/s (max RSS per worker ${two.maxRssMb.toFixed(0)} MB, VmHWM ${two.peakMb.toFixed(0)} MB)`);
+    console.log(`gatehouse, 1 worker:      ${one.docsPerSecond.toFixed(1)} docs/s (max RSS ${one.maxRssMb.toFixed(0)} MB, VmHWM ${one.peakMb.toFixed(0)} MB, ${one.cpuMsPerDoc.toFixed(1)} ms CPU/doc, PostgreSQL ${one.pgMsPerDoc.toFixed(1)} ms CPU/doc; ${BUILT ? 'built' : 'tsx'})`);
+    console.log(`gatehouse, 2 workers:     ${two.docsPerSecond.toFixed(1)} docs/s (max RSS per worker ${two.maxRssMb.toFixed(0)} MB, VmHWM ${two.peakMb.toFixed(0)} MB, PostgreSQL ${two.pgMsPerDoc.toFixed(1)} ms CPU/doc)`);
     line('1 worker ÷ pdftotext', `${(one.docsPerSecond / baseline).toFixed(2)}×`, '≥ 0.5×', one.docsPerSecond / baseline >= 0.5);
     line('2 workers ÷ pdftotext', `${(two.docsPerSecond / baseline).toFixed(2)}×`, '≥ 0.5×', two.docsPerSecond / baseline >= 0.5);
     const rss = Math.max(one.maxRssMb, two.maxRssMb, one.peakMb, two.peakMb);
@@ -183,6 +219,7 @@ async function searchBench(world: IngestionWorld): Promise<() => void> {
   // Fill the index to SEARCH_PAGES pages of Zipf-distributed words (rank r drawn with P ∝ 1/r over VOCAB words,
   // 300 words a page); every tenth document belongs to a source the bench agent has no grant on.
   const db = world.svc.running.services.db;
+  if (SEARCH_ONLY) await replayIngestion(db);
   expectOk(await world.admin('POST', '/api/data-sources', { name: 'Bench other', source_id: 'bench-other', source_type: 'files', connection_config: { root: world.root }, create_default_roles: true }));
   const have = Number((await sql<{ n: number }>`select count(*)::int as n from ingestion_document_pages`.execute(db)).rows[0]!.n);
   const extraDocs = Math.ceil(Math.max(0, SEARCH_PAGES - have) / PAGES);
@@ -199,10 +236,14 @@ async function searchBench(world: IngestionWorld): Promise<() => void> {
       from unnest(${sql.val(batch)}::bigint[]) d, generate_series(1, ${PAGES}) p`.execute(db);
   }
   await sql`vacuum analyze ingestion_document_pages`.execute(db);
-  await sql`vacuum analyze ingestion_page_terms`.execute(db);
+  await sql`vacuum analyze ingestion_page_keys`.execute(db);
   await sql`analyze ingestion_documents`.execute(db);
   const pages = Number((await sql<{ n: number }>`select count(*)::int as n from ingestion_document_pages`.execute(db)).rows[0]!.n);
   console.log(`filled to ${pages} pages in ${((performance.now() - f0) / 1000).toFixed(0)} s (load average ${loadavg()})`);
+  const sizes = await sql<{ heap: string; index: string; total: string }>`
+    select pg_size_pretty(pg_relation_size('ingestion_page_keys')) as heap, pg_size_pretty(pg_indexes_size('ingestion_page_keys')) as index,
+      pg_size_pretty(pg_total_relation_size('ingestion_page_keys')) as total`.execute(db);
+  console.log(`search keys: heap ${sizes.rows[0]!.heap}, indexes ${sizes.rows[0]!.index}, total with TOAST ${sizes.rows[0]!.total}`);
 
   const agent = await world.agent('bench-reader', [{ source_id: 'bench', role_key: 'reader' }]);
   const client = new Client({ name: 'bench', version: '1.0.0' });
@@ -250,6 +291,7 @@ async function searchBench(world: IngestionWorld): Promise<() => void> {
     queryTimes.push(performance.now() - s);
   }
   const queryTicks = (await backendTicks(db)) - q0;
+  const writing = await searchWhileWriting(world);
   // Quality: top 10 against ranking every matching page (no candidate bound), per kind of query.
   const recall = new Map<string, number[]>();
   for (let i = 0; i < 36; i++) {
@@ -262,13 +304,17 @@ async function searchBench(world: IngestionWorld): Promise<() => void> {
     const share = exact.rows.length === 0 ? 1 : exact.rows.filter((r) => got.has(r.k)).length / exact.rows.length;
     recall.set(kind, [...(recall.get(kind) ?? []), share]);
   }
-  // EXPLAIN (ANALYZE, BUFFERS) of a very common, a middling and a rare word, as searchPages runs them.
+  // EXPLAIN (ANALYZE, BUFFERS) of a very common, a middling and a rare word, as searchPages runs them, and of each band
+  // the candidate function runs for them (its bitmap index scan is where a bad index layout shows: decision record 0026 §2).
   for (const query of [zipfWord(1), zipfWord(700), zipfWord(20_000)]) {
-    const stmt = (await searchStatement(db, query, ['bench'], 40))!;
-    const plan = await sql<{ 'QUERY PLAN': string }>`explain (analyze, buffers) ${stmt}`.execute(db);
-    const text = plan.rows.map((r) => r['QUERY PLAN']);
+    const search = (await searchStatement(db, query, ['bench'], 40))!;
+    const plan = await sql<{ 'QUERY PLAN': string }>`explain (analyze, buffers) ${search.statement}`.execute(db);
     console.log(`\nEXPLAIN (ANALYZE, BUFFERS) ${query}:`);
-    for (const l of text) if (/^\s*(->\s+)?(Limit|Sort|Nested|Bitmap|Index|Append|Subquery|Hash)|Buffers|Execution Time|Planning Time|Heap Blocks/.test(l)) console.log(`  ${l}`);
+    for (const r of plan.rows) {
+      const l = r['QUERY PLAN'];
+      if (/^\s*(->\s+)?(Limit|Sort|Nested|Function|Index|Hash|Seq)|Buffers|Execution Time|Planning Time/.test(l)) console.log(`  ${l}`);
+    }
+    await explainBands(db, search.bands, search.tags);
   }
 
   times.sort((a, b) => a - b);
@@ -285,9 +331,61 @@ async function searchBench(world: IngestionWorld): Promise<() => void> {
       console.log(`  ${kind.padEnd(16)} p50 ${quantile(t, 0.5).toFixed(1).padStart(6)} ms  p95 ${quantile(t, 0.95).toFixed(1).padStart(6)} ms  top-10 overlap with exhaustive ranking ${r.length ? ((100 * r.reduce((a, b) => a + b, 0)) / r.length).toFixed(0) : '-'}%`);
     }
     console.log(`  the index query alone: p50 ${quantile(queryTimes, 0.5).toFixed(1)} ms, p95 ${quantile(queryTimes, 0.95).toFixed(1)} ms, PostgreSQL CPU ${((queryTicks * 1000) / CLOCK_TICKS / SEARCHES).toFixed(1)} ms per query`);
+    console.log(`  the index query alone on one backend: ${writing.idleMs.toFixed(1)} ms CPU per query; ${writing.writingMs.toFixed(1)} ms while another connection wrote ${writing.pages} pages (a document per transaction), pending list at most ${writing.pendingLimitKb} kB`);
     console.log(`  MCP round trip baseline (list_sources): p50 ${quantile(baseTimes, 0.5).toFixed(1)} ms, p95 ${quantile(baseTimes, 0.95).toFixed(1)} ms`);
     line(`search_documents p95 (${pages} pages)`, `${p95.toFixed(1)} ms`, '≤ 50 ms', p95 <= 50);
   };
+}
+
+/** EXPLAIN (ANALYZE, BUFFERS) of each band as the candidate function runs it, until it has its candidates. */
+async function explainBands(db: Db, bands: readonly string[], tags: readonly number[]): Promise<void> {
+  await db.transaction().execute(async (trx) => {
+    await sql`set local enable_seqscan = off`.execute(trx);
+    let taken = 0;
+    for (const [i, band] of bands.entries()) {
+      const plan = await sql<{ 'QUERY PLAN': string }>`explain (analyze, buffers)
+        select k.document_id, k.page_no from ingestion_page_keys k where k.keys @@ ${band}::tsquery and k.source_tag = any(${sql.val([...tags])}::integer[])
+        limit ${SEARCH_CANDIDATES - taken}`.execute(trx);
+      const lines = plan.rows.map((r) => r['QUERY PLAN']);
+      const index = lines.find((l) => l.includes('Bitmap Index Scan')) ?? '';
+      const buffers = lines.find((l) => l.includes('Buffers')) ?? '';
+      const rows = Number(/actual time=[\d.]+\.\.[\d.]+ rows=(\d+)/.exec(lines[0] ?? '')?.[1] ?? 0);
+      const time = /actual time=([\d.]+)\.\.([\d.]+) rows=(\d+)/.exec(index);
+      console.log(`  band ${String(i + 1).padStart(2)}: ${String(rows).padStart(3)} rows; index scan ${time ? `${time[2]} ms, ${time[3]} rows` : '-'}; ${buffers.trim()}`);
+      taken += rows;
+      if (taken >= SEARCH_CANDIDATES) break;
+    }
+  });
+}
+
+/**
+ * The index query on one reserved backend (its own CPU from /proc), idle and then while another connection writes
+ * documents as a worker does: what the GIN pending list adds to a search during ingestion (decision record 0026 §6).
+ */
+async function searchWhileWriting(world: IngestionWorld): Promise<{ idleMs: number; writingMs: number; pages: number; pendingLimitKb: number }> {
+  const db = world.svc.running.services.db;
+  expectOk(await world.admin('POST', '/api/data-sources', { name: 'Bench writes', source_id: 'bench-writes', source_type: 'files', connection_config: { root: world.root }, create_default_roles: true }));
+  const limit = await sql<{ kb: number }>`
+    select coalesce((select split_part(o, '=', 2)::int from unnest(c.reloptions) o where o like 'gin_pending_list_limit=%'), current_setting('gin_pending_list_limit')::int) as kb
+    from pg_class c where c.relname = 'ingestion_page_keys_keys_idx'`.execute(db);
+  return db.connection().execute(async (conn) => {
+    const pid = (await sql<{ pid: number }>`select pg_backend_pid() as pid`.execute(conn)).rows[0]!.pid;
+    const measure = async () => {
+      const t0 = procTicks(pid);
+      for (let i = 0; i < SEARCHES; i++) await searchPages(conn, searchQuery(i).query, ['bench'], 40);
+      return ((procTicks(pid) - t0) * 1000) / CLOCK_TICKS / SEARCHES;
+    };
+    const idleMs = await measure();
+    let stop = false;
+    let written = 0;
+    const writer = (async () => {
+      for (let d = 0; !stop; d++, written++) await saveBenchDocument(db, 'bench-writes', `writes/doc-${d}.pdf`, pdfPages(DOCS + d));
+    })();
+    const writingMs = await measure().finally(() => (stop = true));
+    await writer;
+    await sql`delete from ingestion_documents where source_id = 'bench-writes'`.execute(db);
+    return { idleMs, writingMs, pages: written * PAGES, pendingLimitKb: limit.rows[0]!.kb };
+  });
 }
 
 function expectOk<T extends { status: number; text: string }>(a: T): T {

@@ -1,12 +1,13 @@
 // Document search on real PostgreSQL (decision record 0026): ranking order, the source filter under the candidate
-// bound, a renamed source, migration 0019 over existing pages, queries that name no word, and no SQL error for any query.
+// bound, renamed, deleted and many sources, migrations 0019 and 0020 over existing pages, queries that name no word,
+// and no SQL error for any query.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import fc from 'fast-check';
 import { sql } from 'kysely';
 import { withMigratedStore, type MigratedStore } from '../support/pg.js';
 import { migrateTo, migrateToLatest } from '../../src/store/migrate.js';
 import { saveDocument, type DocumentInput } from '../../src/store/repos/documents.js';
-import { SEARCH_CANDIDATES, atTier, searchPages, withoutPhrases } from '../../src/store/repos/document-search.js';
+import { SEARCH_CANDIDATES, SEARCH_MAX_KEYS, SEARCH_TIERS, allWordsQuery, keysQuery, searchBands, searchPages } from '../../src/store/repos/document-search.js';
 import { SearchQueryError } from '../../src/store/errors.js';
 import type { Db } from '../../src/store/repos/util.js';
 
@@ -128,15 +129,106 @@ describe('queries that name no word', () => {
 });
 
 describe('query rewriting', () => {
-  it('drops word order and moves every lexeme to a tier, quotes included', () => {
-    expect(withoutPhrases(`'red' <-> 'panda' & !( 'a' <2> 'b' )`)).toBe(`'red' & 'panda' & !( 'a' & 'b' )`);
-    expect(withoutPhrases(`'x<->y' <-> 'it''s'`)).toBe(`'x<->y' & 'it''s'`);
-    expect(atTier(`'it''s' & !'b' | 'c\\\\'`, 4)).toBe(`'it''s 4' & !'b 4' | 'c\\\\ 4'`);
+  it('puts every counted word at the tier and every excluded word at tier 1, per source tag, without word order', () => {
+    expect(keysQuery(`'red' <-> 'panda' & !( 'a' <2> 'b' )`, [3], 8)).toBe(`('3 red 8') & ('3 panda 8') & !( ('3 a 1') & ('3 b 1') )`);
+    expect(keysQuery(`'x<->y' <-> 'it''s'`, [1, 2], 4)).toBe(`('1 x<->y 4' | '2 x<->y 4') & ('1 it''s 4' | '2 it''s 4')`);
+    expect(keysQuery(`'c\\\\' & !'b' | 'd'`, [5], 2)).toBe(`('5 c\\\\ 2') & !('5 b 1') | ('5 d 2')`);
+    // A double negation counts again; a `!` binds to the group after it only.
+    expect(keysQuery(`!( !'a' & 'b' ) & 'c'`, [1], 6)).toBe(`!( !('1 a 6') & ('1 b 1') ) & ('1 c 6')`);
+  });
+
+  it('bands run from the highest tier down, each without the one above, and end with every match', () => {
+    const bands = searchBands(`'w'`, [1]);
+    expect(bands).toHaveLength(SEARCH_TIERS.length + 1);
+    expect(bands[0]).toBe(`('1 w 64')`);
+    expect(bands[1]).toBe(`(('1 w 56')) & !(('1 w 64'))`);
+    expect(bands.at(-1)).toBe(`(('1 w 1')) & !(('1 w 2'))`);
+  });
+
+  it('a query with alternatives first bands its pages holding all of them, then the others', () => {
+    expect(allWordsQuery(`'a' & 'b' | 'c'`)).toBe(`'a' & 'b' & 'c'`);
+    expect(allWordsQuery(`'a' | !( 'b' | 'c' )`)).toBe(`'a' & !( 'b' | 'c' )`);
+    expect(allWordsQuery(`'a' & !'b'`)).toBe(`'a' & !'b'`);
+    const bands = searchBands(`'a' | 'b'`, [1]);
+    const n = SEARCH_TIERS.length + 1;
+    expect(bands).toHaveLength(2 * n);
+    expect(bands[0]).toBe(`('1 a 64') & ('1 b 64')`);
+    expect(bands[n]).toBe(`(('1 a 64') | ('1 b 64')) & !(('1 a 1') & ('1 b 1'))`);
+    expect(bands[n + 1]).toBe(`(('1 a 56') | ('1 b 56')) & !((('1 a 64') | ('1 b 64')) | (('1 a 1') & ('1 b 1')))`);
   });
 });
 
-describe('migration 0019 over existing pages', () => {
-  it('indexes pages stored before it, and its down step leaves them searchable by the old index', async () => {
+describe('search keys', () => {
+  it('hold every tier a word reaches and tier 1 for every word, under the source tag', async () => {
+    await source(db, 'iota');
+    await put(db, 'iota', 'k.txt', [`${'heron '.repeat(70)}${'egret '.repeat(5)}stork`]);
+    const r = await sql<{ tag: number; keys: string[] }>`
+      select s.tag, tsvector_to_array(k.keys) as keys from ingestion_page_keys k join ingestion_search_sources s on s.tag = k.source_tag
+      where s.source_id = 'iota'`.execute(db);
+    const { tag, keys } = r.rows[0]!;
+    const expected = [
+      ...[1, ...SEARCH_TIERS].map((t) => `${tag} heron ${t}`),
+      ...[1, ...SEARCH_TIERS.filter((t) => t <= 5)].map((t) => `${tag} egret ${t}`),
+      `${tag} stork 1`,
+    ];
+    expect([...keys].sort()).toEqual(expected.sort());
+  });
+
+  it('an excluded word excludes a page wherever it occurs, also on a page of the highest tiers', async () => {
+    await source(db, 'kappa');
+    await put(db, 'kappa', 'x.txt', [`${'otter '.repeat(40)}seal`, `${'otter '.repeat(3)}walrus`]);
+    expect((await searchPages(db, 'otter -seal', ['kappa'], 10)).map((h) => h.page_no)).toEqual([2]);
+  });
+
+  it('beyond the candidate bound still ranks first the pages holding every alternative of an or', async () => {
+    await source(db, 'nu');
+    const once = Array.from({ length: SEARCH_CANDIDATES + 50 }, (_, i) => `lemur ${filler(30, i)}`);
+    for (let i = 0; i < once.length; i += 50) await put(db, 'nu', `l-${i}.txt`, once.slice(i, i + 50));
+    await put(db, 'nu', 'both.txt', ['lemur tarsier', `lemur ${filler(10, 3)} tarsier`, `tarsier ${filler(20, 4)} lemur`]);
+    const hits = await searchPages(db, 'lemur or tarsier', ['nu'], 3);
+    expect(hits.map((h) => h.path)).toEqual(['both.txt', 'both.txt', 'both.txt']);
+  });
+
+  it('keeps one tag per source however often its documents are written', async () => {
+    await source(db, 'lambda');
+    for (let i = 0; i < 5; i++) await put(db, 'lambda', 'same.txt', [`version ${i} marmot`]);
+    const r = await sql<{ n: number; tag: number }>`select count(*)::int as n, max(tag) as tag from ingestion_search_sources where source_id = 'lambda'`.execute(db);
+    expect(r.rows[0]!.n).toBe(1);
+    const all = await sql<{ max: number }>`select max(tag) as max from ingestion_search_sources`.execute(db);
+    expect(all.rows[0]!.max).toBe(r.rows[0]!.tag);
+  });
+
+  it('forgets a deleted source: one created again under its name starts without its pages', async () => {
+    await source(db, 'mu');
+    await put(db, 'mu', 'm.txt', ['pangolin scales']);
+    await sql`delete from data_sources where source_id = 'mu'`.execute(db);
+    await source(db, 'mu');
+    expect(await searchPages(db, 'pangolin', ['mu'], 10)).toEqual([]);
+    await put(db, 'mu', 'n.txt', ['pangolin again']);
+    expect((await searchPages(db, 'pangolin', ['mu'], 10)).map((h) => h.path)).toEqual(['n.txt']);
+  });
+
+  it('searches more sources than one band holds a group at a time, best first overall, granted sources only', async () => {
+    const n = SEARCH_MAX_KEYS + 6;
+    const ids = Array.from({ length: n }, (_, i) => `many-${String(i).padStart(3, '0')}`);
+    for (const [i, id] of ids.entries()) {
+      await source(db, id);
+      // Source i holds "gecko" (i % 9) + 1 times, and every source a page without it.
+      await put(db, id, 'g.txt', [`${'gecko '.repeat((i % 9) + 1)}${filler(20, i)}`, filler(20, i + 1)]);
+    }
+    const granted = ids.filter((_, i) => i % 7 !== 3);
+    const hits = await searchPages(db, 'gecko', granted, 50);
+    const exact = await sql<{ source_id: string }>`
+      select d.source_id from ingestion_document_pages p join ingestion_documents d on d.id = p.document_id
+      where p.tsv @@ 'gecko'::tsquery and d.source_id = any(${granted}::text[])
+      order by ts_rank(p.tsv, 'gecko'::tsquery) desc, d.id, p.page_no limit 50`.execute(db);
+    expect(hits.map((h) => h.source_id)).toEqual(exact.rows.map((r) => r.source_id));
+    expect(hits.every((h) => granted.includes(h.source_id))).toBe(true);
+  }, 60_000);
+});
+
+describe('migrations 0019 and 0020 over existing pages', () => {
+  it('indexes pages stored before them, and their down steps leave them searchable by the old index', async () => {
     const old = await withMigratedStore();
     try {
       await migrateTo(old.store.db, '0017_audit_store');
@@ -149,6 +241,31 @@ describe('migration 0019 over existing pages', () => {
       await migrateTo(old.store.db, '0017_audit_store');
       const idx = await sql<{ n: string | null }>`select to_regclass('ingestion_document_pages_tsv_idx')::text as n`.execute(old.store.db);
       expect(idx.rows[0]!.n).toBe('ingestion_document_pages_tsv_idx');
+    } finally {
+      await old.cleanup();
+    }
+  }, 60_000);
+
+  it('0020 takes over pages 0019 indexed, follows a rename after it, and its down step refills 0019\'s terms', async () => {
+    const old = await withMigratedStore();
+    try {
+      const odb = old.store.db;
+      await migrateTo(odb, '0019_document_search');
+      await source(odb, 'before');
+      await source(odb, 'other');
+      await put(odb, 'before', 'b.txt', [`${'axolotl '.repeat(9)}gills`, 'axolotl once']);
+      await put(odb, 'other', 'o.txt', [`${'axolotl '.repeat(30)}secret`]);
+      await migrateToLatest(odb);
+      expect((await searchPages(odb, 'axolotl', ['before'], 10)).map((h) => h.page_no)).toEqual([1, 2]);
+      await sql`update data_sources set source_id = 'after' where source_id = 'before'`.execute(odb);
+      expect(await searchPages(odb, 'axolotl', ['before'], 10)).toEqual([]);
+      expect((await searchPages(odb, 'axolotl', ['after'], 10)).map((h) => `${h.source_id}#${h.page_no}`)).toEqual(['after#1', 'after#2']);
+      await put(odb, 'after', 'c.txt', ['axolotl later']);
+      expect((await searchPages(odb, 'axolotl', ['after'], 10)).map((h) => h.path)).toEqual(['b.txt', 'b.txt', 'c.txt']);
+      await migrateTo(odb, '0019_document_search');
+      const terms = await sql<{ n: number; sources: string[] }>`
+        select count(*)::int as n, array_agg(distinct source_id order by source_id) as sources from ingestion_page_terms`.execute(odb);
+      expect(terms.rows[0]).toEqual({ n: 4, sources: ['after', 'other'] });
     } finally {
       await old.cleanup();
     }

@@ -1,4 +1,5 @@
-// The embedded PGlite control store: migrations, persistence across reopen, one process per directory, serialized transactions.
+// The embedded PGlite control store: migrations, persistence across reopen, one process per directory, serialized
+// transactions, and document search on its keys (decision record 0026).
 import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -10,6 +11,8 @@ import { migrateTo, migrateToLatest, migrationStatus } from '../../src/store/mig
 import { migrations } from '../../src/store/migrations/index.js';
 import * as identities from '../../src/store/repos/identities.js';
 import * as policies from '../../src/store/repos/policies.js';
+import { saveDocument } from '../../src/store/repos/documents.js';
+import { searchPages } from '../../src/store/repos/document-search.js';
 import { createTempDir } from '../support/pg.js';
 import { FOUNDATION_TABLES } from './control-tables.js';
 
@@ -87,6 +90,19 @@ describe('embedded PGlite control store', () => {
     expect(await policies.getPolicySetVersion(db)).toBe(before + 2);
     // Each transaction ran whole; the plain query did not slip into the middle of one.
     expect(order).toEqual(['a:read', 'a:write', 'b:read', 'b:write', 'outside']);
+  });
+
+  it('indexes and searches document pages, best first, and follows a renamed source', async () => {
+    const db = store!.db;
+    await sql`insert into data_sources (source_id, name, source_type) values ('docs', 'docs', 'files')`.execute(db);
+    const doc = { source_id: 'docs', path: 'a.txt', job_id: null, catalog_asset_id: null, content_type: 'text/plain', byte_size: 1, sha256: 'x',
+      asset_version: null, page_count: 3, ocr_pages: 0, classification: {}, extract_chars: 1, extract_truncated: false, notes: [] };
+    await saveDocument(db, doc, ['quokka single', `${'quokka '.repeat(9)}many`, 'red panda'].map((text, i) => ({ page_no: i + 1, text, ocr: false })));
+    expect((await searchPages(db, 'quokka', ['docs'], 10)).map((h) => h.page_no)).toEqual([2, 1]);
+    expect((await searchPages(db, '"red panda" or many', ['docs'], 10)).map((h) => h.page_no).sort()).toEqual([2, 3]);
+    await sql`update data_sources set source_id = 'docs2' where source_id = 'docs'`.execute(db);
+    expect(await searchPages(db, 'quokka', ['docs'], 10)).toEqual([]);
+    expect((await searchPages(db, 'quokka -single', ['docs2'], 10)).map((h) => `${h.source_id}#${h.page_no}`)).toEqual(['docs2#2']);
   });
 
   it('keeps its data when the same directory is reopened', async () => {
