@@ -78,6 +78,11 @@ async function up(db: AnyDb): Promise<void> {
 
 async function down(db: AnyDb): Promise<void> {
   await sql`create index if not exists ingestion_document_pages_tsv_idx on ingestion_document_pages using gin (tsv)`.execute(db);
+  await dropPageTerms(db);
+}
+
+/** This migration's page terms with their functions, triggers and constraint (its down step; 0020 replaces them). */
+export async function dropPageTerms(db: AnyDb): Promise<void> {
   await sql`drop trigger if exists ingestion_page_terms_update on ingestion_document_pages`.execute(db);
   await sql`drop trigger if exists ingestion_page_terms_insert on ingestion_document_pages`.execute(db);
   await sql`drop table if exists ingestion_page_terms`.execute(db);

@@ -5,7 +5,7 @@
 import { sql } from 'kysely';
 import type { Kysely } from 'kysely';
 import type { Migration } from 'kysely/migration';
-import { documentSearch } from './0019_document_search.js';
+import { documentSearch, dropPageTerms } from './0019_document_search.js';
 
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
 type AnyDb = Kysely<any>;
@@ -18,18 +18,8 @@ type AnyDb = Kysely<any>;
 const KEY_TIERS = [2, 3, 4, 5, 6, 7, 8, 10, 12, 14, 16, 20, 24, 28, 32, 40, 48, 56, 64] as const;
 
 async function up(db: AnyDb): Promise<void> {
-  // 0019's page terms go first, with its functions and triggers (its down step, minus the index on the pages' own tsv,
-  // which no search reads).
-  await sql`drop trigger if exists ingestion_page_terms_update on ingestion_document_pages`.execute(db);
-  await sql`drop trigger if exists ingestion_page_terms_insert on ingestion_document_pages`.execute(db);
-  await sql`drop table if exists ingestion_page_terms`.execute(db);
-  await sql`drop function if exists gatehouse_page_terms_source()`.execute(db);
-  await sql`drop function if exists gatehouse_page_terms_update()`.execute(db);
-  await sql`drop function if exists gatehouse_page_terms_insert()`.execute(db);
-  await sql`drop function if exists gatehouse_page_tiers(tsvector, text)`.execute(db);
-  await sql`drop function if exists gatehouse_page_terms(tsvector, text)`.execute(db);
-  await sql`drop function if exists gatehouse_source_lexeme(text)`.execute(db);
-  await sql`alter table ingestion_documents drop constraint if exists ingestion_documents_id_source_key`.execute(db);
+  // 0019's page terms go first (its down step, minus the index on the pages' own tsv, which no search reads).
+  await dropPageTerms(db);
 
   // A source's tag: a number that names it in the keys. A rename cascades here and leaves every key as it is; a source
   // deleted takes its tag and (through its documents) its keys with it, and one created again under the name gets a new tag.
