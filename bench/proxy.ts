@@ -455,7 +455,7 @@ async function main(): Promise<void> {
     if (b && e) console.log(`(e) / (b) throughput:      ${pct(e.rps, b.rps)} — the platform's floor against nginx`);
     if (c && f) console.log(`(f) / (c) throughput:      ${pct(f.rps, c.rps)} — miss with OTLP export on (goal ≥ ${GOAL_TELEMETRY_RATIO * 100}%)  ${verdict(f.rps / c.rps >= GOAL_TELEMETRY_RATIO)}`);
     if (d && g) console.log(`(g) / (d) throughput:      ${pct(g.rps, d.rps)} — hit with OTLP export on (goal ≥ ${GOAL_TELEMETRY_RATIO * 100}%)  ${verdict(g.rps / d.rps >= GOAL_TELEMETRY_RATIO)}`);
-    for (const r of [f, g]) if (r?.spansPerRequest !== undefined) console.log(`${r.name}: ${r.spansPerRequest.toFixed(2)} spans exported per request (observability.trace_sample_ratio ${process.env.SERVICE_OBSERVABILITY__TRACE_SAMPLE_RATIO ?? 'default'})`);
+    for (const r of [f, g]) if (r?.spansPerRequest !== undefined) console.log(`${r.name}: ${r.spansPerRequest.toFixed(2)} spans exported per request (observability.trace_sample_ratio ${process.env.SERVICE_OBSERVABILITY__TRACE_SAMPLE_RATIO ?? 'default'}, trace_max_per_second ${process.env.SERVICE_OBSERVABILITY__TRACE_MAX_PER_SECOND ?? 'default'})`);
     if (results.some((r) => r.errors > 0 || r.non2xx > 0)) console.log('WARNING: some requests failed; the figures above are not comparable');
 
     if (PROBE_S > 0 && (a || c || d || e)) {

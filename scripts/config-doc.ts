@@ -198,7 +198,8 @@ const MEANING: Record<string, string> = {
   'semantic_cache.enabled': 'Reserved; serving is disabled in this release, so only false is accepted.',
 
   'observability.otlp_endpoint': 'OTLP/HTTP collector base URL (`/v1/traces` and `/v1/metrics` are appended); when set, one span per HTTP request (with stage spans) and metrics are exported; when null no SDK is started and nothing is sent (docs/observability.md). Userinfo passwords are masked when printed.',
-  'observability.trace_sample_ratio': 'Share of traces recorded and exported (head sampling by trace id) when no client `traceparent` decides; a client\'s sampled flag is followed. Metrics are never sampled. 1 records every request (cost: docs/observability.md "Performance").',
+  'observability.trace_sample_ratio': 'Share of traces recorded and exported (head sampling by trace id) when no client `traceparent` decides; a client\'s sampled flag is followed. Metrics are never sampled. 1 records every request within `trace_max_per_second` (docs/observability.md "Sampling").',
+  'observability.trace_max_per_second': 'New traces (those the ratio picks) recorded a second at most, per process, so tracing\'s cost stays bounded under load; a client\'s sampled `traceparent` is followed regardless (docs/observability.md "Sampling").',
   'observability.metrics_export_interval_ms': 'How often metrics are pushed to `otlp_endpoint` (traces leave in batches within about a second).',
   'observability.service_name': 'Service name in logs, traces and metrics.',
   'observability.public_stats_enabled': 'Expose aggregate statistics (`/stats`, `/metrics` on both listeners) without authentication.',

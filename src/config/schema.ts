@@ -336,6 +336,11 @@ export const observabilitySchema = section({
    * sampled `traceparent` is followed). Metrics are never sampled. Measured cost: docs/decisions/0015-operations.md.
    */
   trace_sample_ratio: z.number().min(0).max(1).default(0.1),
+  /**
+   * New traces (those the ratio picks) recorded a second at most, per process: tracing's cost stays bounded however
+   * high the load (docs/decisions/0030-telemetry-overhead.md). A client's sampled `traceparent` is followed regardless.
+   */
+  trace_max_per_second: positiveInt(1_000_000).default(100),
   /** How often metrics are pushed to the OTLP endpoint (traces are batched and sent within about a second). */
   metrics_export_interval_ms: z.number().int().min(100).max(3_600_000).default(60_000),
   service_name: z.string().min(1).max(128).default('gatehouse'),

@@ -30,6 +30,7 @@ export async function startTelemetry(config: Readonly<Config>, opts: { role: str
       version: packageVersion(),
       metricsIntervalMs: config.observability.metrics_export_interval_ms,
       sampleRatio: config.observability.trace_sample_ratio,
+      maxTracesPerSecond: config.observability.trace_max_per_second,
     },
     opts.metrics,
   );

@@ -19,6 +19,8 @@ export interface TelemetryOptions {
   metricsIntervalMs: number;
   /** Head sampling of root spans; a sampled or unsampled parent (an agent's traceparent) is followed. */
   sampleRatio: number;
+  /** New traces recorded a second at most (observability.trace_max_per_second). */
+  maxTracesPerSecond: number;
 }
 
 /**
@@ -30,10 +32,10 @@ export class Telemetry {
   readonly #traces: TracerProvider;
   readonly #meters: MeterProvider;
 
-  private constructor(traces: TracerProvider, meters: MeterProvider, sampleRatio: number) {
+  private constructor(traces: TracerProvider, meters: MeterProvider, sampleRatio: number, maxTracesPerSecond: number) {
     this.#traces = traces;
     this.#meters = meters;
-    this.tracing = new Tracing(traces.getTracer('gatehouse'), sampleRatio);
+    this.tracing = new Tracing(traces.getTracer('gatehouse'), sampleRatio, maxTracesPerSecond);
   }
 
   static start(opts: TelemetryOptions, metrics: Metrics): Telemetry {
@@ -62,7 +64,7 @@ export class Telemetry {
       ],
     });
     metrics.mirrorTo(meters.getMeter('gatehouse'));
-    return new Telemetry(traces, meters, opts.sampleRatio);
+    return new Telemetry(traces, meters, opts.sampleRatio, opts.maxTracesPerSecond);
   }
 
   /** Sends what is pending (tests, shutdown). */

@@ -10,20 +10,38 @@ const propagator = new W3CTraceContextPropagator();
 export class Tracing {
   readonly #tracer: Tracer;
   readonly #sampleRatio: number;
+  readonly #perSecond: number;
+  readonly #now: () => number;
+  /** New traces the budget still allows: refilled at `perSecond` a second, at most one second's worth. */
+  #tokens: number;
+  #refilledAt: number;
 
   /**
-   * `sampleRatio`: the share of new traces (no client `traceparent`) recorded. The decision is made here, before any
-   * span exists, so an unsampled request costs one random number (docs/decisions/0015-operations.md); the SDK's
-   * sampler then only follows parents.
+   * `sampleRatio`: the share of new traces (no client `traceparent`) recorded; `perSecond`: at most this many of them
+   * a second in this process (docs/observability.md "Sampling"), so tracing's cost stays bounded under load. The
+   * decision is made here, before any span exists, so an unsampled request costs one random number
+   * (docs/decisions/0030-telemetry-overhead.md); the SDK's sampler then only follows parents. `now` is a millisecond
+   * clock (tests move it).
    */
-  constructor(tracer: Tracer, sampleRatio = 1) {
+  constructor(tracer: Tracer, sampleRatio = 1, perSecond = Number.POSITIVE_INFINITY, now: () => number = () => performance.now()) {
     this.#tracer = tracer;
     this.#sampleRatio = sampleRatio;
+    this.#perSecond = perSecond;
+    this.#now = now;
+    this.#tokens = perSecond;
+    this.#refilledAt = now();
   }
 
-  /** Whether a new trace (one without a client parent) is recorded. */
+  /** Whether a new trace (one without a client parent) is recorded: picked by the ratio, then within the budget. */
   sampleNewTrace(): boolean {
-    return this.#sampleRatio >= 1 || (this.#sampleRatio > 0 && Math.random() < this.#sampleRatio);
+    if (!(this.#sampleRatio >= 1 || (this.#sampleRatio > 0 && Math.random() < this.#sampleRatio))) return false;
+    if (this.#perSecond === Number.POSITIVE_INFINITY) return true;
+    const now = this.#now();
+    this.#tokens = Math.min(this.#perSecond, this.#tokens + ((now - this.#refilledAt) * this.#perSecond) / 1000);
+    this.#refilledAt = now;
+    if (this.#tokens < 1) return false;
+    this.#tokens -= 1;
+    return true;
   }
 
   /**
