@@ -26,7 +26,7 @@ const KNOWN_ENV = new Set(leafPaths().map(envName));
 const SECRET_SETTINGS = new Set([...credentialUrlPaths, ...secretValuePaths, ...secretRefPaths].map(envName));
 
 /** Values sets rendered once each; every one must pass lint, the schemas and the configuration loader. */
-const TLS_ON = { tls: { httpOffload: false, httpSecretName: 'gatehouse-http-tls', pgOffload: false, pgSecretName: 'gatehouse-pg-tls' } };
+const TLS_ON = { tls: { httpOffload: false, httpSecretName: 'gatehouse-http-tls', gatewayClientCaSecretName: 'gatehouse-agent-ca', pgOffload: false, pgSecretName: 'gatehouse-pg-tls' } };
 const EXTERNAL_SECRET = {
   secrets: {
     name: 'vault-gatehouse',
@@ -309,24 +309,51 @@ describe('deploy/helm/gatehouse with non-default values, as its README documents
     expect(env.get('SERVICE_GATEWAY__PG_TLS__TRUSTED_TLS_OFFLOAD')?.value).toBe('false');
     expect(env.get('SERVICE_GATEWAY__PG_TLS__REQUIRE_CLIENT_TLS')?.value).toBe('true');
     for (const file of ['CERT_FILE', 'KEY_FILE']) expect(volumeFor(gateway, env.get(`SERVICE_GATEWAY__PG_TLS__${file}`)!.value!)?.volume?.secret?.secretName).toBe('gatehouse-pg-tls');
+    // Mutual TLS on the gateway's HTTP listener: the agents' CA from its own Secret, in the gateways only.
+    const ca = volumeFor(gateway, env.get('SERVICE_GATEWAY__TLS__CLIENT_CA_FILE')!.value!);
+    expect(ca?.volume?.secret).toEqual({ secretName: 'gatehouse-agent-ca', items: [{ key: 'ca.crt', path: 'ca.crt' }] });
+    expect(ca?.mount.readOnly).toBe(true);
+    const admin = role(ms, 'admin');
+    expect([...envOf(admin.container).keys()].filter((k) => k.includes('CLIENT_CA'))).toEqual([]);
+    expect((admin.pod.volumes ?? []).map((v) => v.secret?.secretName)).not.toContain('gatehouse-agent-ca');
     // The defaults: offload declared, no certificate mounted, probes over HTTP.
     const plain = role(rendered('default'), 'gateway');
     expect(envOf(plain.container).get('SERVICE_GATEWAY__TLS__TRUSTED_TLS_OFFLOAD')?.value).toBe('true');
     expect([...envOf(plain.container).keys()].filter((k) => k.endsWith('_FILE'))).toEqual(['SERVICE_DATABASE__SSL_CA_FILE']);
   });
 
-  test('production without TLS or a declared offload is refused by Helm, naming the value to set', () => {
+  test('production without TLS or a declared offload, mutual TLS without TLS, and a budget that keeps every pod are refused by Helm, naming the value to set', () => {
     for (const [values, name] of [
       [{ tls: { httpOffload: false } }, 'tls.httpSecretName'],
       [{ tls: { pgOffload: false } }, 'tls.pgSecretName'],
+      [{ tls: { gatewayClientCaSecretName: 'agents-ca' } }, 'tls.gatewayClientCaSecretName'],
+      [{ gateway: { pdb: { minAvailable: 2 } } }, 'gateway.pdb.minAvailable: 2 is not below gateway.autoscaling.minReplicas (2)'],
+      [{ gateway: { autoscaling: { enabled: false }, replicas: 3, pdb: { minAvailable: 3 } } }, 'gateway.pdb.minAvailable: 3 is not below gateway.replicas (3)'],
+      [{ gateway: { pdb: { minAvailable: '100%' } } }, 'gateway.pdb.minAvailable: "100%"'],
+      [{ admin: { pdb: { minAvailable: 1 } } }, 'admin.pdb.minAvailable: 1 is not below admin.replicas (1)'],
     ] as const) {
       const run = helmTemplate(CHART, [values]);
       expect(run.status, JSON.stringify(values)).not.toBe(0);
       // `helm install` renders the same way; `helm lint` would only log it (its lint mode makes `fail` non-fatal).
       expect(run.stderr).toContain(name);
     }
-    // Without the wire listener its TLS does not matter.
+    // Without the wire listener its TLS does not matter; a budget below the pods, or of none, is fine.
     expect(helmTemplate(CHART, [{ tls: { pgOffload: false }, gateway: { pgEnabled: false } }]).status).toBe(0);
+    expect(helmTemplate(CHART, [{ admin: { replicas: 2, pdb: { minAvailable: 1 } }, gateway: { pdb: { minAvailable: '50%' } } }]).status).toBe(0);
+  });
+
+  test('spool.maxBytes: the spool stops at its bound, 32 MiB short of its volume', () => {
+    for (const [set, maxBytes] of [['default', 1_073_741_824], ['production', 1_073_741_824]] as const) {
+      for (const w of workloads(rendered(set))) {
+        const env = envOf(w.container);
+        expect(env.get('SERVICE_AUDIT__SPOOL__MAX_BYTES')?.value, w.name).toBe(String(maxBytes));
+        const spool = volumeFor(w, `${env.get('SERVICE_AUDIT__SPOOL__DIR')!.value}/x`);
+        expect(String(spool?.volume?.emptyDir?.sizeLimit), w.name).toBe(String(maxBytes + 32 * 1024 * 1024));
+      }
+    }
+    const small = helmTemplate(CHART, [{ spool: { maxBytes: 268_435_456 } }]);
+    expect(small.status, small.stderr).toBe(0);
+    expect(small.stdout).toContain('sizeLimit: 301989888');
   });
 
   test('secrets.name, secrets.keys.* and secrets.databaseCa: every reference follows', () => {

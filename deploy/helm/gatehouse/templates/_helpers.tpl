@@ -33,6 +33,12 @@ app.kubernetes.io/component: {{ .component }}
 {{- end }}
 {{- end }}
 {{- /* What values.schema.json cannot say: relations between two values. */}}
+{{- if and .Values.tls.gatewayClientCaSecretName (not .Values.tls.httpSecretName) }}
+{{- fail "tls.gatewayClientCaSecretName: client certificates are checked by the gateway's own TLS: it needs tls.httpSecretName too (docs/tls.md)" }}
+{{- end }}
+{{- $gwMin := ternary .Values.gateway.autoscaling.minReplicas .Values.gateway.replicas .Values.gateway.autoscaling.enabled }}
+{{- include "gatehouse.pdbCheck" (dict "name" "gateway" "pdb" .Values.gateway.pdb.minAvailable "replicas" $gwMin "from" (ternary "gateway.autoscaling.minReplicas" "gateway.replicas" .Values.gateway.autoscaling.enabled)) }}
+{{- include "gatehouse.pdbCheck" (dict "name" "admin" "pdb" .Values.admin.pdb.minAvailable "replicas" .Values.admin.replicas "from" "admin.replicas") }}
 {{- $as := .Values.gateway.autoscaling }}
 {{- if and $as.enabled (lt (int $as.maxReplicas) (int $as.minReplicas)) }}
 {{- fail (printf "gateway.autoscaling.maxReplicas: %d is below gateway.autoscaling.minReplicas (%d)" (int $as.maxReplicas) (int $as.minReplicas)) }}
@@ -154,6 +160,8 @@ SERVICE_DATABASE__URL SERVICE_DATABASE__READ_URL SERVICE_DATABASE__DIRECT_URL SE
   value: strict
 - name: SERVICE_AUDIT__SPOOL__DIR
   value: /var/lib/gatehouse/audit-spool
+- name: SERVICE_AUDIT__SPOOL__MAX_BYTES
+  value: {{ int64 $v.spool.maxBytes | quote }}
 - name: SERVICE_GATEWAY__TLS__TRUSTED_TLS_OFFLOAD
   value: {{ $v.tls.httpOffload | quote }}
 - name: SERVICE_ADMIN__TLS__TRUSTED_TLS_OFFLOAD
@@ -163,6 +171,10 @@ SERVICE_DATABASE__URL SERVICE_DATABASE__READ_URL SERVICE_DATABASE__DIRECT_URL SE
   value: /etc/gatehouse/http-tls/tls.crt
 - name: SERVICE_GATEWAY__TLS__KEY_FILE
   value: /etc/gatehouse/http-tls/tls.key
+{{- if $v.tls.gatewayClientCaSecretName }}
+- name: SERVICE_GATEWAY__TLS__CLIENT_CA_FILE
+  value: /etc/gatehouse/http-client-ca/ca.crt
+{{- end }}
 {{- end }}
 {{- if and $v.tls.httpSecretName (eq .role "admin") }}
 - name: SERVICE_ADMIN__TLS__CERT_FILE
@@ -194,6 +206,9 @@ SERVICE_DATABASE__URL SERVICE_DATABASE__READ_URL SERVICE_DATABASE__DIRECT_URL SE
 - { name: db-ca, mountPath: /etc/gatehouse/db-ca, readOnly: true }
 {{- if and $v.tls.httpSecretName (has .role (list "gateway" "admin")) }}
 - { name: http-tls, mountPath: /etc/gatehouse/http-tls, readOnly: true }
+{{- if and $v.tls.gatewayClientCaSecretName (eq .role "gateway") }}
+- { name: http-client-ca, mountPath: /etc/gatehouse/http-client-ca, readOnly: true }
+{{- end }}
 {{- end }}
 {{- if and $v.tls.pgSecretName $v.gateway.pgEnabled (eq .role "gateway") }}
 - { name: pg-tls, mountPath: /etc/gatehouse/pg-tls, readOnly: true }
@@ -205,7 +220,7 @@ SERVICE_DATABASE__URL SERVICE_DATABASE__READ_URL SERVICE_DATABASE__DIRECT_URL SE
 - name: tmp
   emptyDir: {}
 - name: spool
-  emptyDir: { sizeLimit: {{ $v.spool.sizeLimit }} }
+  emptyDir: { sizeLimit: {{ add (int64 $v.spool.maxBytes) 33554432 }} }
 - name: db-ca
   secret:
     secretName: {{ $v.secrets.databaseCa.name }}
@@ -213,6 +228,10 @@ SERVICE_DATABASE__URL SERVICE_DATABASE__READ_URL SERVICE_DATABASE__DIRECT_URL SE
 {{- if and $v.tls.httpSecretName (has .role (list "gateway" "admin")) }}
 - name: http-tls
   secret: { secretName: {{ $v.tls.httpSecretName }} }
+{{- if and $v.tls.gatewayClientCaSecretName (eq .role "gateway") }}
+- name: http-client-ca
+  secret: { secretName: {{ $v.tls.gatewayClientCaSecretName }}, items: [{ key: ca.crt, path: ca.crt }] }
+{{- end }}
 {{- end }}
 {{- if and $v.tls.pgSecretName $v.gateway.pgEnabled (eq .role "gateway") }}
 - name: pg-tls
@@ -233,5 +252,22 @@ tolerations: {{- toYaml . | nindent 2 }}
 {{- end }}
 {{- with .Values.affinity }}
 affinity: {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- end -}}
+
+{{/*
+A PodDisruptionBudget whose minAvailable is every pod (a count ≥ the replicas, or "100%") allows no voluntary eviction:
+a node drain or a cluster upgrade waits forever. Refused at render, naming the values (README "Values schema").
+*/}}
+{{- define "gatehouse.pdbCheck" -}}
+{{- $min := .pdb }}
+{{- if kindIs "string" $min }}
+{{- if eq $min "100%" }}
+{{- fail (printf "%s.pdb.minAvailable: \"100%%\" allows no voluntary eviction (a node drain never completes); use a smaller share or a count below %s" .name .from) }}
+{{- end }}
+{{- else if ge (int $min) (int .replicas) }}
+{{- if gt (int $min) 0 }}
+{{- fail (printf "%s.pdb.minAvailable: %d is not below %s (%d), so no voluntary eviction is allowed (a node drain never completes); use %d or less" .name (int $min) .from (int .replicas) (sub (int .replicas) 1)) }}
+{{- end }}
 {{- end }}
 {{- end -}}
