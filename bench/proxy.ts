@@ -38,7 +38,7 @@ const AGENT_CLIENT = { client_id: 'bench-agent', client_secret: 'bench-agent-sec
 /** Telemetry cases (f) miss and (g) hit: the same as (c) and (d) on a second Gatehouse exporting OTLP to a local receiver (docs/observability.md). */
 const GOAL_TELEMETRY_RATIO = 0.95;
 /** Rounds of each telemetry off/on pair (BENCH_TELEMETRY_ROUNDS); with more than one, each case's figures are summed over its rounds. */
-const TELEMETRY_ROUNDS = Number(process.env.BENCH_TELEMETRY_ROUNDS ?? 1);
+const TELEMETRY_ROUNDS = Number(process.env.BENCH_TELEMETRY_ROUNDS ?? 4);
 /** The telemetry cases run against a second Gatehouse that does not export (an A/A control of the pair; BENCH_TELEMETRY_AA=1). */
 const TELEMETRY_AA = process.env.BENCH_TELEMETRY_AA === '1';
 /**
