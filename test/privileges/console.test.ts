@@ -18,9 +18,22 @@ beforeAll(async () => {
   await waitFor(async () => (await privilegeState(mw)).status === 'ok', 15_000, 'the first reconciliation');
   await mw.world.agent('console-reader', [{ source_id: mw.sourceId, role_key: 'reader' }]);
   owner = await ConsoleClient.signIn(mw.world.svc.adminUrl, 'admin', OWNER_PASSWORD);
-  // The new grant sets off a reconciliation of its own; the test's table is made only once that one has applied
-  // (nothing pending), or it would grant the table before the page is read.
-  await waitFor(async () => (await owner.get(page())).text.includes('Nothing to do'), 15_000, 'the grant\'s reconciliation', 100);
+  // The new grant sets off reconciliations of its own (one per event it publishes, coalesced only within the debounce);
+  // the test's table is made only once they have all applied: nothing pending, and the last reconciliation's time
+  // unchanged for a second. Otherwise a late one grants the table before the page is read.
+  let settled = '';
+  await waitFor(
+    async () => {
+      const text = (await owner.get(page())).text;
+      const last = /Last reconciliation here<\/dt><dd><time datetime="([^"]+)"/.exec(text)?.[1] ?? '';
+      const quiet = text.includes('Nothing to do') && last !== '' && last === settled;
+      settled = last;
+      return quiet;
+    },
+    20_000,
+    'the grant\'s reconciliations',
+    1_000,
+  );
 }, 90_000);
 
 afterAll(async () => {

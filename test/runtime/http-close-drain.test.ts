@@ -33,7 +33,10 @@ async function rawConnection(port: number) {
 describe('closing an HTTP listener with keep-alive connections', () => {
   test('a connection whose request was in flight at close is closed once it is answered, and close resolves', async () => {
     app = createHttpServer({ log, bodyLimit: 1024, headerBytes: 16_384, trustProxy: false, idleTimeoutMs: 60_000 });
+    let began!: () => void;
+    const inFlight = new Promise<void>((resolve) => (began = resolve));
     app.get('/slow', async () => {
+      began();
       await sleep(400);
       return { ok: true };
     });
@@ -42,7 +45,8 @@ describe('closing an HTTP listener with keep-alive connections', () => {
 
     const conn = await rawConnection(port);
     conn.send('/slow');
-    await sleep(100);
+    // Close only once the handler runs: a request the server has not read yet is no request in flight.
+    await inFlight;
     const closed = app.close().then(() => 'closed' as const);
     // The answer of the request in flight arrives whole; then the server ends the socket, and close resolves.
     const outcome = await Promise.race([closed, sleep(5_000).then(() => 'still open' as const)]);
