@@ -87,22 +87,19 @@ export function createHttpServer(opts: HttpServerOptions): FastifyInstance {
   return app;
 }
 
-/** How often a closing listener looks for connections that have gone idle since it began to close. */
-const CLOSING_IDLE_SWEEP_MS = 50;
-
 /**
- * While the app closes, every keep-alive connection is closed as soon as it has no request in flight. node's
+ * While the app closes, every keep-alive connection is closed as soon as its answer has been written. node's
  * `server.close()` closes the connections idle at that moment only: one whose request was in flight then stays open
  * after its answer until `keepAliveTimeout` (72 s), which outlasts `shutdown_grace_ms` and turned a rolling restart's
- * drain into a forced exit (docs/deployment.md "Rolling restart"). (A request that still arrives on an open
- * connection gets Fastify's 503 with `Connection: close`: `return503OnClosing`.)
+ * drain into a forced exit (docs/deployment.md "Rolling restart"). node arms a connection's keep-alive timeout from
+ * `server.keepAliveTimeout` when a response has finished (been handed to the socket whole), so shortening it at close
+ * ends each such connection a millisecond after its answer, never before. (`closeIdleConnections()` polled instead
+ * could destroy a socket between `res.end()` and the write's completion and lose the answer.) A request that still
+ * arrives on an open connection gets Fastify's 503 with `Connection: close` (`return503OnClosing`).
  */
 function closeConnectionsAsTheyIdle(app: FastifyInstance): void {
-  const server = app.server;
   app.addHook('preClose', (done) => {
-    const sweep = setInterval(() => server.closeIdleConnections(), CLOSING_IDLE_SWEEP_MS);
-    sweep.unref();
-    server.once('close', () => clearInterval(sweep));
+    app.server.keepAliveTimeout = 1;
     done();
   });
 }
