@@ -330,6 +330,9 @@ describe('deploy/helm/gatehouse with non-default values, as its README documents
       [{ gateway: { pdb: { minAvailable: 2 } } }, 'gateway.pdb.minAvailable: 2 is not below gateway.autoscaling.minReplicas (2)'],
       [{ gateway: { autoscaling: { enabled: false }, replicas: 3, pdb: { minAvailable: 3 } } }, 'gateway.pdb.minAvailable: 3 is not below gateway.replicas (3)'],
       [{ gateway: { pdb: { minAvailable: '100%' } } }, 'gateway.pdb.minAvailable: "100%"'],
+      // A share keeps its pods rounded up, as Kubernetes rounds it: 60% of 2 pods, or 1% of 1, is all of them.
+      [{ gateway: { pdb: { minAvailable: '60%' } } }, 'gateway.pdb.minAvailable: "60%" keeps 2 of the 2 pods of gateway.autoscaling.minReplicas'],
+      [{ admin: { pdb: { minAvailable: '1%' } } }, 'admin.pdb.minAvailable: "1%" keeps 1 of the 1 pods of admin.replicas'],
       [{ admin: { pdb: { minAvailable: 1 } } }, 'admin.pdb.minAvailable: 1 is not below admin.replicas (1)'],
     ] as const) {
       const run = helmTemplate(CHART, [values]);
@@ -340,6 +343,7 @@ describe('deploy/helm/gatehouse with non-default values, as its README documents
     // Without the wire listener its TLS does not matter; a budget below the pods, or of none, is fine.
     expect(helmTemplate(CHART, [{ tls: { pgOffload: false }, gateway: { pgEnabled: false } }]).status).toBe(0);
     expect(helmTemplate(CHART, [{ admin: { replicas: 2, pdb: { minAvailable: 1 } }, gateway: { pdb: { minAvailable: '50%' } } }]).status).toBe(0);
+    expect(helmTemplate(CHART, [{ admin: { pdb: { minAvailable: '0%' } }, gateway: { autoscaling: { minReplicas: 3 }, pdb: { minAvailable: '66%' } } }]).status).toBe(0);
   });
 
   test('spool.maxBytes: the spool stops at its bound, 32 MiB short of its volume', () => {

@@ -256,18 +256,19 @@ affinity: {{- toYaml . | nindent 2 }}
 {{- end -}}
 
 {{/*
-A PodDisruptionBudget whose minAvailable is every pod (a count ≥ the replicas, or "100%") allows no voluntary eviction:
-a node drain or a cluster upgrade waits forever. Refused at render, naming the values (README "Values schema").
+A PodDisruptionBudget whose minAvailable is every pod allows no voluntary eviction: a node drain or a cluster upgrade
+waits forever. A count is compared with the pods; a percentage keeps its share of them rounded up, as Kubernetes
+rounds it ("60%" of 2 pods keeps both). Refused at render, naming the values (README "Values schema").
 */}}
 {{- define "gatehouse.pdbCheck" -}}
-{{- $min := .pdb }}
-{{- if kindIs "string" $min }}
-{{- if eq $min "100%" }}
-{{- fail (printf "%s.pdb.minAvailable: \"100%%\" allows no voluntary eviction (a node drain never completes); use a smaller share or a count below %s" .name .from) }}
+{{- $replicas := int .replicas }}
+{{- if kindIs "string" .pdb }}
+{{- $share := trimSuffix "%" .pdb | int }}
+{{- $keep := div (add (mul $share $replicas) 99) 100 }}
+{{- if and (gt $keep 0) (ge $keep $replicas) }}
+{{- fail (printf "%s.pdb.minAvailable: \"%s\" keeps %d of the %d pods of %s, so no voluntary eviction is allowed (a node drain never completes); use a smaller share or a count below %d" .name .pdb $keep $replicas .from $replicas) }}
 {{- end }}
-{{- else if ge (int $min) (int .replicas) }}
-{{- if gt (int $min) 0 }}
-{{- fail (printf "%s.pdb.minAvailable: %d is not below %s (%d), so no voluntary eviction is allowed (a node drain never completes); use %d or less" .name (int $min) .from (int .replicas) (sub (int .replicas) 1)) }}
-{{- end }}
+{{- else if and (gt (int .pdb) 0) (ge (int .pdb) $replicas) }}
+{{- fail (printf "%s.pdb.minAvailable: %d is not below %s (%d), so no voluntary eviction is allowed (a node drain never completes); use %d or less" .name (int .pdb) .from $replicas (sub $replicas 1)) }}
 {{- end }}
 {{- end -}}
