@@ -111,14 +111,18 @@ describe('queries that name no word', () => {
     await expect(searchPages(db, 'quokka or -filler1', ['alpha'], 10)).rejects.toMatchObject({ reason: 'only_excluded' });
   });
 
-  it('any query string gives results or a SearchQueryError, never a database error', async () => {
-    const special = fc.constantFrom(...`'"():*&|!<->\\-_ .,;@#/?%$^~\`{}[]=+0123456789`.split(''), ' or ', ' and ', 'quokka', 'wombat', 'the', "it's", '\u0000', 'é', '漢字');
+  it('any query string gives results of the granted sources only, or a SearchQueryError, never a database error', async () => {
+    // Words of the ungranted source (gamma: "classified", "wombat" 40 times a page) and spellings of the search keys'
+    // own text ("<tag> <word> <tier>") among the pieces: no spelling may reach gamma's pages.
+    const tags = (await sql<{ tag: number }>`select tag from ingestion_search_sources`.execute(db)).rows.map((r) => String(r.tag));
+    const special = fc.constantFrom(...`'"():*&|!<->\\-_ .,;@#/?%$^~\`{}[]=+0123456789`.split(''), ' or ', ' and ', 'quokka', 'wombat', 'the', "it's", '\u0000', 'é', '漢字', 'classified', ' 64', ' 1', ...tags.map((t) => `${t} `), ...tags.map((t) => `'${t} wombat 64'`));
     const query = fc.oneof(fc.string({ maxLength: 60 }), fc.string({ unit: 'grapheme', maxLength: 40 }), fc.array(special, { maxLength: 25 }).map((a) => a.join('')));
     await fc.assert(
       fc.asyncProperty(query, async (q) => {
         try {
           const hits = await searchPages(db, q, ['alpha', 'beta'], 5);
           expect(hits.length).toBeLessThanOrEqual(5);
+          expect(hits.filter((h) => h.source_id !== 'alpha' && h.source_id !== 'beta'), q).toEqual([]);
         } catch (error) {
           expect(error).toBeInstanceOf(SearchQueryError);
         }
@@ -126,6 +130,18 @@ describe('queries that name no word', () => {
       { numRuns: 300 },
     );
   }, 120_000);
+});
+
+describe('the grant filter against spellings of the keys', () => {
+  it("a query written as another source's key text finds nothing of that source", async () => {
+    const gamma = (await sql<{ tag: number }>`select tag from ingestion_search_sources where source_id = 'gamma'`.execute(db)).rows[0]!.tag;
+    for (const q of [`${gamma} wombat 64`, `"${gamma} wombat 64"`, `'${gamma} wombat 1'`, `${gamma} classified`, `classified or "${gamma} classified 1"`, `wombat -"${gamma}"`]) {
+      const hits = await searchPages(db, q, ['alpha', 'beta'], 50).catch((e: unknown) => (e instanceof SearchQueryError ? [] : Promise.reject(e)));
+      expect(hits.map((h) => h.source_id).filter((s) => s === 'gamma'), q).toEqual([]);
+    }
+    // The same words do find gamma's pages for a reader of gamma: the filter, not the spelling, kept them out.
+    expect((await searchPages(db, 'classified', ['gamma'], 50)).map((h) => h.source_id)).toContain('gamma');
+  });
 });
 
 describe('query rewriting', () => {
