@@ -232,6 +232,11 @@ describe('deploy/helm/gatehouse refuses secrets in extraEnv', () => {
   test.each([
     ['extraEnv of a variable the chart sets', { extraEnv: { SERVICE_ENVIRONMENT: 'development' } }, 'extraEnv.SERVICE_ENVIRONMENT: already set by the chart'],
     ['extraEnv of the role', { extraEnv: { SERVICE_SERVICE_ROLE: 'all' } }, 'extraEnv.SERVICE_SERVICE_ROLE: already set by the chart'],
+    // Gatehouse reads SERVICE_ key paths case-blind: another spelling of a checked name is refused, not let through.
+    ['extraEnv of the database URL in lower case', { extraEnv: { SERVICE_DATABASE__url: 'postgres://u:p@db/gh' } }, 'extraEnv.SERVICE_DATABASE__url: SERVICE_DATABASE__url names the setting database.url in lower case'],
+    ['extraEnv of the environment in mixed case', { extraEnv: { SERVICE_Environment: 'development' } }, 'extraEnv.SERVICE_Environment: SERVICE_Environment names the setting environment in lower case'],
+    ['extraEnv of a secret reference with a lower-case suffix', { extraEnv: { SERVICE_ADMIN__SIGNING_SECRET_ref: 'env:X' } }, 'names the setting admin.signing_secret_ref in lower case'],
+    ['extraSecretEnv of a setting in lower case', { extraSecretEnv: [{ name: 'SERVICE_redis__url', secretName: 's', key: 'k' }] }, 'extraSecretEnv[0].name: SERVICE_redis__url names the setting redis.url in lower case'],
     ['extraSecretEnv of a variable the chart sets', { extraSecretEnv: [{ name: 'SERVICE_REDIS__URL', secretName: 'other', key: 'url' }] }, 'extraSecretEnv[0].name: SERVICE_REDIS__URL is already set by the chart'],
     ['extraSecretEnv of an extraEnv variable', { extraEnv: { EXTRA_TOKEN: 'a' }, extraSecretEnv: [{ name: 'EXTRA_TOKEN', secretName: 's', key: 'k' }] }, 'extraSecretEnv[0].name: EXTRA_TOKEN is already set by extraEnv.EXTRA_TOKEN'],
     ['extraSecretEnv twice', { extraSecretEnv: [{ name: 'A', secretName: 's', key: 'k' }, { name: 'A', secretName: 's', key: 'l' }] }, 'extraSecretEnv[1].name: A is already set by extraSecretEnv[0]'],

@@ -61,6 +61,15 @@ SERVICE_DATABASE__URL SERVICE_DATABASE__READ_URL SERVICE_DATABASE__DIRECT_URL SE
 {{- if and (hasPrefix "SERVICE_" .) (hasSuffix "_REF" .) }}{{ printf "GATEHOUSE_%s" (. | trimPrefix "SERVICE_" | trimSuffix "_REF") }}{{ end }}
 {{- end -}}
 
+{{/* Gatehouse reads a SERVICE_ variable's key path case-blind (SERVICE_DATABASE__url is database.url), so a setting
+     has many spellings; the checks below compare names, so a SERVICE_ name must be spelt in capitals, the one
+     spelling they know. Takes (dict "name" N "where" W). */}}
+{{- define "gatehouse.oneSpelling" -}}
+{{- if and (hasPrefix "SERVICE_" .name) (ne .name (upper .name)) }}
+{{- fail (printf "%s: %s names the setting %s in lower case; Gatehouse reads it as %s, which the chart checks only spelt %s" .where .name (.name | trimPrefix "SERVICE_" | lower | replace "__" ".") (upper .name) (upper .name)) }}
+{{- end }}
+{{- end -}}
+
 {{/* Refuses extraEnv and extraSecretEnv entries that would put a secret in the Deployment or set a variable twice.
      Takes (dict "root" $ "taken" D), D mapping each variable the chart sets to where it comes from. */}}
 {{- define "gatehouse.extraEnvChecks" -}}
@@ -68,6 +77,7 @@ SERVICE_DATABASE__URL SERVICE_DATABASE__READ_URL SERVICE_DATABASE__DIRECT_URL SE
 {{- $taken := .taken -}}
 {{- $secretSettings := include "gatehouse.secretSettings" . | splitList " " -}}
 {{- range $name, $value := $v.extraEnv }}
+{{- include "gatehouse.oneSpelling" (dict "name" $name "where" (printf "extraEnv.%s" $name)) }}
 {{- if or (has $name $secretSettings) (include "gatehouse.refHolder" $name) }}
 {{- fail (printf "extraEnv.%s: %s holds a secret or credentials and extraEnv would write it into the Deployment; pass it from a Secret with extraSecretEnv: [{name: %s, secretName, key}] (deploy/helm/gatehouse/README.md \"Secrets by reference\")" $name ($name | trimPrefix "SERVICE_" | lower | replace "__" ".") $name) }}
 {{- end }}
@@ -81,6 +91,7 @@ SERVICE_DATABASE__URL SERVICE_DATABASE__READ_URL SERVICE_DATABASE__DIRECT_URL SE
 {{- $_ := set $taken $name (printf "extraEnv.%s" $name) }}
 {{- end }}
 {{- range $i, $e := $v.extraSecretEnv }}
+{{- include "gatehouse.oneSpelling" (dict "name" $e.name "where" (printf "extraSecretEnv[%d].name" $i)) }}
 {{- $holder := include "gatehouse.refHolder" $e.name }}
 {{- range $n := compact (list $e.name $holder) }}
 {{- if hasKey $taken $n }}
