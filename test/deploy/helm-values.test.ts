@@ -4,11 +4,9 @@ import path from 'node:path';
 import { beforeAll, describe, expect, test } from 'vitest';
 import { parse } from 'yaml';
 import { credentialUrlPaths, secretRefPaths, secretValuePaths } from '../../src/config/schema.js';
-import { HELM_VERSION, helm, helmLint, helmTemplate, type HelmRun } from '../support/helm.js';
+import { CHART, HELM_VERSION, helm, helmLint, helmTemplate, type HelmRun } from '../support/helm.js';
 import { kubernetesFields } from '../support/kubernetes-schema.js';
 
-const ROOT = path.resolve(import.meta.dirname, '..', '..');
-const CHART = path.join(ROOT, 'deploy', 'helm', 'gatehouse');
 const readYaml = (file: string) => parse(readFileSync(file, 'utf8')) as Record<string, unknown>;
 
 interface Schema {

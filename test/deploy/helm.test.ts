@@ -13,11 +13,9 @@ import { beforeAll, describe, expect, test } from 'vitest';
 import { loadConfig } from '../../src/config/index.js';
 import { credentialUrlPaths, secretRefPaths, secretValuePaths } from '../../src/config/schema.js';
 import { leafPaths } from '../../scripts/config-doc.js';
-import { HELM_VERSION, helm, helmLint, helmTemplate, renderChart, type Manifest } from '../support/helm.js';
+import { CHART, HELM_VERSION, helm, helmLint, helmTemplate, renderChart, type Manifest } from '../support/helm.js';
 import { schemaProblems } from '../support/kubernetes-schema.js';
 
-const ROOT = path.resolve(import.meta.dirname, '..', '..');
-const CHART = path.join(ROOT, 'deploy', 'helm', 'gatehouse');
 const PRODUCTION_VALUES = path.join(CHART, 'ci', 'production-values.yaml');
 
 const envName = (key: string) => `SERVICE_${key.toUpperCase().replace(/\./g, '__')}`;

