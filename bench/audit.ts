@@ -11,7 +11,7 @@ import { auditSchema } from '../src/config/schema.js';
 import { AuditWriter } from '../src/audit/writer.js';
 import { MemoryAuditSink, type AuditPort } from '../src/audit/port.js';
 import { newAuditId, type AuditEntry } from '../src/audit/entry.js';
-import { auditCopyData } from '../src/audit/copy-text.js';
+import { auditBinaryBatch } from '../src/audit/copy-binary.js';
 import { copyAuditEntries, insertAuditEntries } from '../src/audit/insert.js';
 import { poolCopyIn } from '../src/store/copy.js';
 import { migrateToLatest } from '../src/store/migrate.js';
@@ -224,7 +224,7 @@ function encodeJson(b: AuditEntry[]): Buffer {
 }
 
 function encodeCopy(b: AuditEntry[]): Buffer {
-  const data = auditCopyData(b);
+  const data = auditBinaryBatch(b)?.bytes ?? null;
   if (data === null) throw new Error('bench entries must be COPY-faithful');
   return data;
 }
@@ -260,7 +260,7 @@ async function cpuPerEntry(): Promise<boolean> {
     const sample = Array.from({ length: 40 }, () => fresh(CPU_BATCH));
     const enc = { insert: encodeCost(sample, encodeJson), copy: encodeCost(sample, encodeCopy) };
     console.log(`  ${kind} entries`);
-    console.log(`    encode a batch of ${CPU_BATCH} to UTF-8 (JS)   JSON.stringify ${enc.insert.toFixed(2)} µs   COPY text ${enc.copy.toFixed(2)} µs   ratio ${(enc.copy / enc.insert).toFixed(2)}`);
+    console.log(`    encode a batch of ${CPU_BATCH} (JS)   JSON.stringify ${enc.insert.toFixed(2)} µs   COPY binary ${enc.copy.toFixed(2)} µs   ratio ${(enc.copy / enc.insert).toFixed(2)}`);
     // Batches of CPU_BATCH (buffered mode, strict under load) decide; single entries (strict, one request at a time) are shown.
     for (const [batchSize, count] of [[CPU_BATCH, CPU_N], [1, Math.round(CPU_N / 8)]] as const) {
       // Warm both paths (JIT, plans) before measuring.

@@ -2,10 +2,10 @@
 import { sql } from 'kysely';
 import type { Kysely } from 'kysely';
 import type { CopyIn } from '../store/copy.js';
-import { AUDIT_COPY_STATEMENT, auditCopyBatch, auditCopyLine } from './copy-text.js';
+import { AUDIT_COPY_BINARY_STATEMENT, auditBinaryBatch, auditTuple } from './copy-binary.js';
 import { AUDIT_FIELDS, hasUnstorableEscape, storableEntry, type AuditEntry } from './entry.js';
 import { ensurePartitionsFor } from './partitions.js';
-import { sealInsertSql, type BatchSeal, type SealChain } from './seal.js';
+import { packedIdsHex, sealInsertSql, type BatchSeal, type SealChain } from './seal.js';
 
 const COLUMNS = sql.raw(AUDIT_FIELDS.join(', '));
 
@@ -44,14 +44,14 @@ export async function insertSealed(db: Kysely<any>, entries: readonly AuditEntry
   const storable = hasUnstorableEscape(plain) ? entries.map(storableEntry) : entries;
   const json = storable === entries ? plain : JSON.stringify(storable);
   let seal = sealed ?? null;
-  if (chain && seal === null) seal = chain.seal(storable, storable.map(auditCopyLine));
+  if (chain && seal === null) seal = chain.seal(storable, storable.map(auditTuple));
   const stored = await withPartitionsFor(db, entries, async () => {
     const rows = sql`select ${COLUMNS} from json_populate_recordset(null::audit_entries, ${json}::json)`;
     const result = seal
       ? await sql`with seal as (
-            insert into audit_seals (writer_id, seq, prev_seq, prev_hash, hash, row_count, min_ts, max_ts, ids, digests)
-            values (${seal.writer_id}::uuid, ${seal.seq}, ${seal.prev_seq}, ${seal.prev_hash}, ${seal.hash}, ${seal.row_count},
-                    ${seal.min_ts}::timestamptz, ${seal.max_ts}::timestamptz, ${`{${seal.ids.join(',')}}`}::uuid[], ${seal.digests}))
+            insert into audit_seals (format, writer_id, seq, prev_seq, prev_hash, hash, row_count, min_ts, max_ts, id_bytes, digests)
+            values (${seal.format}, ${seal.writer_id}::uuid, ${seal.seq}, ${seal.prev_seq}, ${seal.prev_hash}, ${seal.hash}, ${seal.row_count},
+                    ${seal.min_ts}::timestamptz, ${seal.max_ts}::timestamptz, ${Buffer.from(packedIdsHex(seal.ids), 'hex')}, ${seal.digests}))
           insert into audit_entries (${COLUMNS}) ${rows} on conflict (id, ts) do nothing`.execute(db)
       : await sql`insert into audit_entries (${COLUMNS}) ${rows} on conflict (id, ts) do nothing`.execute(db);
     return Number(result.numAffectedRows ?? 0);
@@ -72,12 +72,13 @@ async function withPartitionsFor(db: Kysely<any>, entries: readonly AuditEntry[]
 }
 
 /**
- * Stores a fresh batch with `COPY audit_entries … FROM STDIN`, which costs PostgreSQL about 30% less CPU per entry
- * than the JSON insert (docs/decisions/0004-audit-copy.md). COPY is atomic but has no ON CONFLICT, so:
+ * Stores a fresh batch with `COPY audit_entries … FROM STDIN` in the binary format, which costs PostgreSQL about 30% less
+ * CPU per entry than the JSON insert (docs/decisions/0004-audit-copy.md) and less again than the text format: no
+ * timestamps, UUIDs, numbers or arrays to parse (docs/decisions/0031). COPY is atomic but has no ON CONFLICT, so:
  * - a unique violation (23505: the batch was stored before, by an attempt that timed out after its commit) sends the
  *   whole batch through insertAuditEntries, whose ON CONFLICT stores just the missing entries;
  * - a month without a partition (23514) creates the partitions and copies once more, as the insert path does;
- * - a batch whose text COPY cannot carry unchanged (auditCopyBatch answers null: a NUL or a lone surrogate) is stored with
+ * - a batch COPY cannot carry unchanged (auditBinaryBatch answers null: a NUL or a lone surrogate) is stored with
  *   those characters replaced by U+FFFD (storableEntry), as the insert path does;
  * - any other error propagates (the writer then spools the batch).
  * With `chain`, the batch's seal is inserted in the same simple query as the COPY (one implicit transaction, no extra
@@ -98,14 +99,14 @@ export async function copySealed(
 ): Promise<{ stored: number; seal: BatchSeal | null }> {
   if (entries.length === 0) return { stored: 0, seal: null };
   // A batch COPY cannot carry unchanged holds a NUL or a lone surrogate: it is stored with them replaced.
-  let batch = auditCopyBatch(entries);
+  let batch = auditBinaryBatch(entries);
   if (batch === null) {
     entries = entries.map(storableEntry);
-    batch = auditCopyBatch(entries);
+    batch = auditBinaryBatch(entries);
     if (batch === null) return insertSealed(db, entries, chain);
   }
-  const seal = chain ? chain.seal(entries, batch.lines) : null;
-  const statement = seal ? `${AUDIT_COPY_STATEMENT}; ${sealInsertSql(seal)}` : AUDIT_COPY_STATEMENT;
+  const seal = chain ? chain.seal(entries, batch.tuples) : null;
+  const statement = seal ? `${AUDIT_COPY_BINARY_STATEMENT}; ${sealInsertSql(seal)}` : AUDIT_COPY_BINARY_STATEMENT;
   const data = batch.bytes;
   try {
     return { stored: await withPartitionsFor(db, entries, () => copyIn(statement, data, timeoutMs)), seal };

@@ -1,9 +1,10 @@
 // Checks the seal chains over a time range (`gatehouse audit verify`): every stored row against its batch's digest, every seal against its hash and its link to the chain's previous seal (docs/audit.md "Tamper evidence").
 import { sql } from 'kysely';
 import type { Kysely } from 'kysely';
+import { auditTuple } from './copy-binary.js';
 import { auditCopyLine } from './copy-text.js';
 import { AUDIT_FIELDS, type AuditEntry } from './entry.js';
-import { DIGEST_BYTES, GENESIS_HASH, rowDigest, sealHash, type BatchSeal } from './seal.js';
+import { DIGEST_BYTES, GENESIS_HASH, rowDigest, sealHash, unpackIds, type BatchSeal, type SealFormat } from './seal.js';
 
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
 type AnyDb = Kysely<any>;
@@ -51,15 +52,39 @@ function idList(v: unknown): string[] {
 }
 
 function asSeal(r: Record<string, unknown>): SealRow {
+  const format = Number(r.format ?? 1) as SealFormat;
   return {
+    format,
     writer_id: String(r.writer_id), seq: Number(r.seq), prev_seq: Number(r.prev_seq), prev_hash: Buffer.from(r.prev_hash as Uint8Array),
     hash: Buffer.from(r.hash as Uint8Array), row_count: Number(r.row_count), min_ts: new Date(r.min_ts as Date), max_ts: new Date(r.max_ts as Date),
-    ids: idList(r.ids), digests: Buffer.from(r.digests as Uint8Array),
+    ids: format === 2 ? unpackIds((r.id_bytes as Uint8Array | null) ?? new Uint8Array(0)) : idList(r.ids),
+    digests: Buffer.from(r.digests as Uint8Array),
   };
 }
 
-function canonicalLine(row: Row): string {
-  return auditCopyLine({ ...row, ts: row.ts.toISOString(), bytes_in: Number(row.bytes_in), bytes_out: Number(row.bytes_out) } as AuditEntry);
+/** A row read back, with the digest of its canonical form in each seal format it was asked for. */
+class StoredRow {
+  readonly #row: Row;
+  readonly #digests: (Buffer | undefined)[] = [];
+
+  constructor(row: Row) {
+    this.#row = row;
+  }
+
+  get ts(): Date {
+    return this.#row.ts;
+  }
+
+  digest(format: SealFormat): Buffer {
+    let d = this.#digests[format];
+    if (d === undefined) {
+      const r = this.#row;
+      const entry = { ...r, ts: r.ts.toISOString(), bytes_in: Number(r.bytes_in), bytes_out: Number(r.bytes_out) } as AuditEntry;
+      d = rowDigest(format === 2 ? auditTuple(entry) : auditCopyLine(entry));
+      this.#digests[format] = d;
+    }
+    return d;
+  }
 }
 
 /**
@@ -106,7 +131,7 @@ export async function verifyAudit(db: AnyDb, range: { from: Date; to: Date }): P
     if (s.min_ts < lo) lo = s.min_ts;
     if (s.max_ts >= hi) hi = new Date(s.max_ts.getTime() + 1);
   }
-  const digests = new Map<string, { digest: Buffer; ts: Date }>();
+  const rows = new Map<string, StoredRow>();
   let cursor: { ts: Date; id: string } | null = null;
   for (;;) {
     const after: ReturnType<typeof sql> = cursor ? sql`and (ts, id) > (${cursor.ts.toISOString()}::timestamptz, ${cursor.id}::uuid)` : sql``;
@@ -115,7 +140,7 @@ export async function verifyAudit(db: AnyDb, range: { from: Date; to: Date }): P
         where ts >= ${lo.toISOString()}::timestamptz and ts < ${hi.toISOString()}::timestamptz ${after}
         order by ts, id limit ${PAGE}`.execute(db)
     ).rows;
-    for (const row of page) digests.set(row.id, { digest: rowDigest(canonicalLine(row)), ts: row.ts });
+    for (const row of page) rows.set(row.id, new StoredRow(row));
     if (page.length < PAGE) break;
     const last: Row = page[page.length - 1]!;
     cursor = { ts: last.ts, id: last.id };
@@ -126,9 +151,9 @@ export async function verifyAudit(db: AnyDb, range: { from: Date; to: Date }): P
     for (let k = 0; k < s.ids.length; k++) {
       const id = s.ids[k]!;
       claimed.add(id);
-      const row = digests.get(id);
+      const row = rows.get(id);
       if (row === undefined) report({ kind: 'deleted_row', id, writer_id: s.writer_id, seq: s.seq, position: k });
-      else if (!row.digest.equals(s.digests.subarray(k * DIGEST_BYTES, (k + 1) * DIGEST_BYTES))) {
+      else if (!row.digest(s.format).equals(s.digests.subarray(k * DIGEST_BYTES, (k + 1) * DIGEST_BYTES))) {
         report({ kind: 'edited_row', id, ts: row.ts.toISOString(), writer_id: s.writer_id, seq: s.seq, position: k });
       }
     }
@@ -138,14 +163,14 @@ export async function verifyAudit(db: AnyDb, range: { from: Date; to: Date }): P
   const began = (await sql<{ t: string }>`select timestamp as t from kysely_migration where name = '0017_audit_store'`.execute(db)).rows[0]?.t;
   const sealingBegan = began ? new Date(began) : new Date(0);
   let unsealed = 0;
-  for (const [id, row] of digests) {
+  for (const [id, row] of rows) {
     if (claimed.has(id) || row.ts < range.from || row.ts >= range.to) continue;
     if (row.ts < sealingBegan) unsealed += 1;
     else report({ kind: 'inserted_row', id, ts: row.ts.toISOString() });
   }
 
   return {
-    from, to, ok: problems.length === 0, rows_checked: digests.size, seals_checked: seals.length, chains: heads.size,
+    from, to, ok: problems.length === 0, rows_checked: rows.size, seals_checked: seals.length, chains: heads.size,
     unsealed_before_sealing: unsealed,
     heads: [...heads.values()].map((s) => ({ writer_id: s.writer_id, seq: s.seq, hash: s.hash.toString('hex') })),
     problems,

@@ -4,6 +4,8 @@ import fc from 'fast-check';
 import { sql } from 'kysely';
 import type { Kysely } from 'kysely';
 import { AUDIT_COPY_STATEMENT, auditCopyData, auditCopyText } from '../../src/audit/copy-text.js';
+import { AUDIT_COPY_BINARY_STATEMENT, auditBinaryBatch, auditTuple } from '../../src/audit/copy-binary.js';
+import pgCopy from 'pg-copy-streams';
 import { AUDIT_CACHE_OUTCOMES, AUDIT_CHANNELS, AUDIT_DECISIONS, AUDIT_FIELDS, assertValidEntry, newAuditId, type AuditEntry } from '../../src/audit/entry.js';
 import { copyAuditEntries, insertAuditEntries } from '../../src/audit/insert.js';
 import { listPartitions, monthStart } from '../../src/audit/partitions.js';
@@ -77,6 +79,82 @@ describe('COPY text encoding', () => {
     expect(auditCopyData([makeEntry({ path: '/\uD800' })])).toBeNull();
     expect(auditCopyData([makeEntry({ tables: ['\uDC00x'] })])).toBeNull();
     expect(auditCopyData([makeEntry({ reasons: ['a\u0000b'] })])).toBeNull();
+  });
+});
+
+describe('COPY binary encoding', () => {
+  it('names every column of AUDIT_FIELDS in order, in the binary format', () => {
+    expect(AUDIT_COPY_BINARY_STATEMENT).toBe(`copy audit_entries (${AUDIT_FIELDS.join(', ')}) from stdin with (format binary)`);
+    const batch = auditBinaryBatch([makeEntry(), makeEntry()])!;
+    expect(batch.bytes.subarray(0, 11).toString('latin1')).toBe('PGCOPY\n\xff\r\n\0');
+    expect(batch.bytes.readInt16BE(batch.bytes.length - 2)).toBe(-1);
+    for (const t of batch.tuples) expect(t.readInt16BE(0)).toBe(AUDIT_FIELDS.length);
+    expect(Buffer.concat(batch.tuples).length).toBe(batch.bytes.length - 19 - 2);
+  });
+
+  it('has no COPY data for a batch with a lone surrogate or a NUL in any text (a real U+FFFD or an emoji is fine)', () => {
+    expect(auditBinaryBatch([makeEntry({ path: '/ok/😀' }), makeEntry({ path: '/replacement/\uFFFD' })])).not.toBeNull();
+    expect(auditBinaryBatch([makeEntry({ path: '/\uD800' })])).toBeNull();
+    expect(auditBinaryBatch([makeEntry({ tables: ['\uDC00x'] })])).toBeNull();
+    expect(auditBinaryBatch([makeEntry({ reasons: ['a\u0000b'] })])).toBeNull();
+    expect(auditBinaryBatch([makeEntry({ sql_normalized: `${'x'.repeat(40)}\u0000` })])).toBeNull();
+    expect(auditBinaryBatch([makeEntry(), makeEntry({ error_code: 'é\uDBFF' })])).toBeNull();
+  });
+
+  /** PostgreSQL's own binary COPY of stored rows, one tuple each (jsonb aside: its send form is jsonb's text output, spaced its own way). */
+  async function pgTuples(ids: readonly string[]): Promise<Buffer[]> {
+    const columns = AUDIT_FIELDS.map((f) => (f === 'target' || f === 'changes' ? `null::jsonb as ${f}` : f)).join(', ');
+    const client = await migrated.database.connect();
+    try {
+      const chunks: Buffer[] = [];
+      const stream = client.query(pgCopy.to(`copy (select ${columns} from audit_entries where id in (${ids.map((id) => `'${id}'`).join(',')}) order by id) to stdout with (format binary)`));
+      for await (const chunk of stream) chunks.push(chunk as Buffer);
+      const data = Buffer.concat(chunks);
+      const tuples: Buffer[] = [];
+      let off = 19;
+      for (;;) {
+        const start = off;
+        const fields = data.readInt16BE(off);
+        off += 2;
+        if (fields === -1) break;
+        for (let i = 0; i < fields; i++) {
+          const len = data.readInt32BE(off);
+          off += 4 + Math.max(len, 0);
+        }
+        tuples.push(data.subarray(start, off));
+      }
+      return tuples;
+    } finally {
+      await client.end();
+    }
+  }
+
+  it('writes each row exactly as PostgreSQL sends it back, byte for byte, for hostile values (property)', async () => {
+    let runs = 0;
+    await fc.assert(
+      fc.asyncProperty(fc.array(entryArb, { minLength: 1, maxLength: 4 }), async (generated) => {
+        const batch = generated.map((e) => ({ ...e, id: newAuditId(Date.parse(e.ts)) }));
+        fc.pre(auditBinaryBatch(batch) !== null);
+        runs += 1;
+        try {
+          expect(await copyAuditEntries(db, copyIn, batch, 10_000)).toBe(batch.length);
+          const sorted = [...batch].sort((a, b) => (a.id < b.id ? -1 : 1));
+          const expected = sorted.map((e) => auditTuple({ ...e, target: null, changes: null }));
+          expect(await pgTuples(sorted.map((e) => e.id))).toEqual(expected);
+        } finally {
+          await sql`delete from audit_entries where id = any(${batch.map((e) => e.id)}::uuid[])`.execute(db);
+        }
+      }),
+      { numRuns: 60 },
+    );
+    expect(runs).toBeGreaterThan(30);
+  }, 120_000);
+
+  it('writes -0 as 0 and the extremes of each integer type as stored', async () => {
+    const e = makeEntry({ duration_ms: -0, identity_id: -(2 ** 31), approval_id: 2 ** 31 - 1, bytes_in: Number.MAX_SAFE_INTEGER, bytes_out: 0, policy_ids: [-(2 ** 31), 2 ** 31 - 1, -1] });
+    expect(await copyAuditEntries(db, copyIn, [e], 10_000)).toBe(1);
+    expect((await storedRows([e.id]))[0]).toMatchObject({ duration_ms: '0', identity_id: '-2147483648', approval_id: '2147483647', bytes_in: '9007199254740991', policy_ids: '{-2147483648,2147483647,-1}' });
+    expect(await pgTuples([e.id])).toEqual([auditTuple({ ...e, duration_ms: 0, target: null, changes: null })]);
   });
 });
 
@@ -164,7 +242,7 @@ describe('COPY against the JSON insert (property)', () => {
         const viaInsert = await outcome(() => insertAuditEntries(db, batch), ids);
         const viaCopy = await outcome(() => copyAuditEntries(db, copyIn, batch, 10_000), ids);
         runs += 1;
-        if (auditCopyData(batch) !== null) copied += 1;
+        if (auditBinaryBatch(batch) !== null) copied += 1;
         else replaced += 1;
         expect(viaCopy).toEqual(viaInsert);
         expect(viaInsert.stored).toBe(batch.length);
@@ -195,7 +273,7 @@ describe('COPY fallbacks and counts', () => {
     const fresh = Array.from({ length: 3 }, (_, i) => makeEntry({ request_id: `dup-new-${i}` }));
     const replayed = [...stored, fresh[0]!, fresh[1]!, fresh[0]!, fresh[2]!];
     // The COPY itself refuses the batch: that is what the fallback answers.
-    await expect(copyIn(AUDIT_COPY_STATEMENT, auditCopyText(replayed), 10_000)).rejects.toMatchObject({ code: '23505' });
+    await expect(copyIn(AUDIT_COPY_BINARY_STATEMENT, auditBinaryBatch(replayed)!.bytes, 10_000)).rejects.toMatchObject({ code: '23505' });
     expect(await copyAuditEntries(db, copyIn, replayed, 10_000)).toBe(3);
     expect(await countLike('dup-')).toEqual({ total: 8, distinct: 8 });
     expect(await copyAuditEntries(db, copyIn, replayed, 10_000)).toBe(0);
@@ -210,7 +288,7 @@ describe('COPY fallbacks and counts', () => {
       makeEntry({ request_id: 'span-later-0', ts: new Date(missing.getTime() + 86_400_000).toISOString() }),
       makeEntry({ request_id: 'span-now-1' }),
     ];
-    await expect(copyIn(AUDIT_COPY_STATEMENT, auditCopyText(batch), 10_000)).rejects.toMatchObject({ code: '23514' });
+    await expect(copyIn(AUDIT_COPY_BINARY_STATEMENT, auditBinaryBatch(batch)!.bytes, 10_000)).rejects.toMatchObject({ code: '23514' });
     expect(await countLike('span-')).toEqual({ total: 0, distinct: 0 });
     expect(await copyAuditEntries(db, copyIn, batch, 10_000)).toBe(3);
     expect((await listPartitions(db)).map((p) => p.name)).toContain(name);

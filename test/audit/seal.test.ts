@@ -7,12 +7,13 @@ import { sql } from 'kysely';
 import type { Kysely } from 'kysely';
 import { AuditWriter } from '../../src/audit/writer.js';
 import { insertAuditEntries } from '../../src/audit/insert.js';
-import { SealChain } from '../../src/audit/seal.js';
+import { DIGEST_BYTES, GENESIS_HASH, rowDigest, SealChain, sealHash } from '../../src/audit/seal.js';
+import { auditCopyLine } from '../../src/audit/copy-text.js';
 import { verifyAudit, type VerifyProblem } from '../../src/audit/verify.js';
 import { maintainPartitions } from '../../src/audit/partitions.js';
-import type { AuditEntry } from '../../src/audit/entry.js';
+import { storableEntry, type AuditEntry } from '../../src/audit/entry.js';
 import { openControlStore, type ControlStore } from '../../src/store/db.js';
-import { migrateToLatest } from '../../src/store/migrate.js';
+import { migrateTo, migrateToLatest } from '../../src/store/migrate.js';
 import { withMigratedStore, type MigratedStore } from '../support/pg.js';
 import { baseEnv, ROOT, runCli } from '../support/cli.js';
 import { auditConfig, makeEntry, recordingLogger, tempSpoolDir } from './support.js';
@@ -49,6 +50,10 @@ async function writeThrough(writer: AuditWriter, list: AuditEntry[]): Promise<vo
 }
 
 const kinds = (problems: VerifyProblem[]): string[] => problems.map((p) => p.kind).sort();
+
+/** A seal's ids as uuid[] whatever its format: format 2 stores them packed (migration 0021). */
+const SEAL_IDS = sql.raw(`coalesce(ids, array(select encode(substr(id_bytes, i * 16 + 1, 16), 'hex')::uuid
+  from generate_series(0, length(id_bytes) / 16 - 1) as i order by i))`);
 
 describe('seals on PostgreSQL (COPY path)', () => {
   let migrated: MigratedStore;
@@ -92,7 +97,7 @@ describe('seals on PostgreSQL (COPY path)', () => {
     expect(report.ok).toBe(false);
     expect(report.problems).toEqual([expect.objectContaining({ kind: 'edited_row', id: victim.id, ts: victim.ts })]);
     const p = report.problems[0] as Extract<VerifyProblem, { kind: 'edited_row' }>;
-    const seal = (await sql<{ ids: string[] }>`select ids from audit_seals where writer_id = ${p.writer_id}::uuid and seq = ${p.seq}`.execute(db)).rows[0]!;
+    const seal = (await sql<{ ids: string[] }>`select ${SEAL_IDS} as ids from audit_seals where writer_id = ${p.writer_id}::uuid and seq = ${p.seq}`.execute(db)).rows[0]!;
     expect(seal.ids[p.position]).toBe(victim.id);
     // Changing a jsonb value only in key order is no edit; changing it is.
     await sql`update audit_entries set status = 200 where id = ${victim.id}::uuid`.execute(db);
@@ -128,7 +133,7 @@ describe('seals on PostgreSQL (COPY path)', () => {
 
   it('a whole batch removed with its seal breaks the chain at the next seal; a changed seal is reported', async () => {
     const { rows } = await sql<{ writer_id: string; seq: number; ids: string[] }>`
-      select s.writer_id, s.seq::int as seq, s.ids from audit_seals s
+      select s.writer_id, s.seq::int as seq, ${SEAL_IDS} as ids from audit_seals s
        where exists (select 1 from audit_seals n where n.writer_id = s.writer_id and n.prev_seq = s.seq) order by s.seq limit 1`.execute(db);
     const batch = rows[0]!;
     await sql`update audit_seals set row_count = row_count + 1 where writer_id = ${batch.writer_id}::uuid and seq = ${batch.seq}`.execute(db);
@@ -152,6 +157,60 @@ describe('seals on PostgreSQL (COPY path)', () => {
     expect(JSON.parse(intact.stdout)).toMatchObject({ ok: true, rows_checked: 3, seals_checked: 1 });
     const usage = await runCli(['audit', 'verify', '--from', 'yesterday'], { env, cwd: ROOT, timeoutMs: 60_000 });
     expect(usage.code).toBe(64);
+  });
+});
+
+describe('seals of format 1, stored before migration 0021', () => {
+  let migrated: MigratedStore;
+  beforeAll(async () => {
+    migrated = await withMigratedStore();
+  });
+  afterAll(async () => {
+    await migrated?.cleanup();
+  });
+
+  /** A batch stored and sealed as the writer did before 0021: digests of the COPY text lines, ids as uuid[]. */
+  async function storeFormat1(db: AnyDb, list: AuditEntry[], writerId: string): Promise<void> {
+    await insertAuditEntries(db, list);
+    // The writer sealed entries as stored: with NUL and lone surrogates replaced.
+    const digests = Buffer.concat(list.map((e) => rowDigest(auditCopyLine(storableEntry(e)))));
+    const body = { format: 1 as const, writer_id: writerId, seq: 1, prev_seq: 0, prev_hash: GENESIS_HASH, row_count: list.length, ids: list.map((e) => e.id), digests };
+    await sql`insert into audit_seals (writer_id, seq, prev_seq, prev_hash, hash, row_count, min_ts, max_ts, ids, digests)
+      values (${writerId}::uuid, 1, 0, ${GENESIS_HASH}, ${sealHash(body)}, ${list.length}, ${list[0]!.ts}::timestamptz,
+              ${list[list.length - 1]!.ts}::timestamptz, ${body.ids}::uuid[], ${digests})`.execute(db);
+  }
+
+  it('still verify after the migration, beside format-2 seals; an edit under either is found; down unpacks format 2 ids', async () => {
+    const db = migrated.store.db;
+    await migrateTo(db, '0020_document_search_keys');
+    const base = Date.now() - 20_000;
+    const old = entries('seal-f1-', 12, base);
+    const writerId = makeEntry().id;
+    await storeFormat1(db, old, writerId);
+    await migrateToLatest(db);
+    const fresh = entries('seal-f2-', 12, base + 1_000);
+    await insertAuditEntries(db, fresh, new SealChain());
+    const range = { from: new Date(base - 1), to: new Date(base + 2_000) };
+    const intact = await verifyAudit(db, range);
+    expect(intact.problems).toEqual([]);
+    expect(intact).toMatchObject({ ok: true, rows_checked: 24, seals_checked: 2 });
+    const formats = (await sql<{ format: number; packed: boolean }>`select format, id_bytes is not null as packed from audit_seals order by format`.execute(db)).rows;
+    expect(formats).toEqual([{ format: 1, packed: false }, { format: 2, packed: true }]);
+    expect((await sql<{ n: number }>`select length(id_bytes)::int as n from audit_seals where format = 2`.execute(db)).rows[0]!.n).toBe(12 * DIGEST_BYTES);
+
+    await sql`update audit_entries set status = 299 where id = any(${[old[3]!.id, fresh[5]!.id]}::uuid[])`.execute(db);
+    const edited = await verifyAudit(db, range);
+    expect(kinds(edited.problems)).toEqual(['edited_row', 'edited_row']);
+    expect(edited.problems.map((p) => (p as { id: string }).id).sort()).toEqual([old[3]!.id, fresh[5]!.id].sort());
+    await sql`update audit_entries set status = 200 where id = any(${[old[3]!.id, fresh[5]!.id]}::uuid[])`.execute(db);
+    // A seal's format is covered by its hash (each format has its own domain), and the table refuses a format without its ids.
+    await expect(sql`update audit_seals set format = 1 where format = 2`.execute(db)).rejects.toMatchObject({ code: '23514' });
+    expect((await verifyAudit(db, range)).ok).toBe(true);
+
+    await migrateTo(db, '0020_document_search_keys');
+    const unpacked = (await sql<{ ids: string[] }>`select ids from audit_seals where writer_id <> ${writerId}::uuid`.execute(db)).rows[0]!;
+    expect(unpacked.ids).toEqual(fresh.map((e) => e.id));
+    await migrateToLatest(db);
   });
 });
 

@@ -14,6 +14,7 @@ import { auditStore } from './0017_audit_store.js';
 import { syncSchedules } from './0018_sync_schedules.js';
 import { documentSearch } from './0019_document_search.js';
 import { documentSearchKeys } from './0020_document_search_keys.js';
+import { auditSealFormat } from './0021_audit_seal_format.js';
 
 /** Every migration, keyed by its sortable name; Kysely applies them in key order. Append only. */
 export const migrations: Readonly<Record<string, Migration>> = Object.freeze({
@@ -31,4 +32,5 @@ export const migrations: Readonly<Record<string, Migration>> = Object.freeze({
   '0018_sync_schedules': syncSchedules,
   '0019_document_search': documentSearch,
   '0020_document_search_keys': documentSearchKeys,
+  '0021_audit_seal_format': auditSealFormat,
 });
