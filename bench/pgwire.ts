@@ -32,6 +32,8 @@ const PROBE_GOAL_MS = 0.3;
 const AUDIT_MODE = process.env.BENCH_AUDIT_MODE ?? 'buffered';
 /** When set, a CPU profile of the gateway side of each Gatehouse run is written there. */
 const PROFILE_DIR = process.env.BENCH_CPU_PROFILE_DIR;
+/** When set, a sampling heap profile of what the gateway side allocates over each Gatehouse run (collected objects included) is written there. */
+const HEAP_PROFILE_DIR = process.env.BENCH_HEAP_PROFILE_DIR;
 /** SERVICE_* variables of the bench's environment configure the in-process gateway (e.g. SERVICE_AUDIT__DURABILITY_MODE=buffered). */
 /**
  * Gateway processes (gateway.processes). One by default: on this 2-core machine, where pgbench and eight
@@ -42,16 +44,24 @@ const PROFILE_DIR = process.env.BENCH_CPU_PROFILE_DIR;
 const PROCESSES = Number(process.env.BENCH_GATEWAY_PROCESSES ?? 1);
 const SERVICE_ENV = Object.fromEntries(Object.entries(process.env).filter((e): e is [string, string] => e[0].startsWith('SERVICE_') && e[1] !== undefined));
 
-/** A CPU profile of this process (the gateway's side) over one pgbench run only, without startup and setup. */
-async function startProfile(): Promise<(file: string) => Promise<string>> {
+/**
+ * A CPU profile of this process (the gateway's side) over one pgbench run only, without startup and setup; or, with
+ * `heap`, a sampling heap profile of every allocation of the run, the ones the collector already freed included.
+ */
+async function startProfile(kind: 'cpu' | 'heap' = 'cpu'): Promise<(file: string) => Promise<string>> {
   const session = new Session();
   session.connect();
   const post = (method: string, params?: object) => new Promise<unknown>((resolve, reject) => session.post(method, params, (err, res) => (err ? reject(err) : resolve(res))));
-  await post('Profiler.enable');
-  await post('Profiler.setSamplingInterval', { interval: 200 });
-  await post('Profiler.start');
+  if (kind === 'heap') {
+    await post('HeapProfiler.enable');
+    await post('HeapProfiler.startSampling', { samplingInterval: 1024, includeObjectsCollectedByMajorGC: true, includeObjectsCollectedByMinorGC: true });
+  } else {
+    await post('Profiler.enable');
+    await post('Profiler.setSamplingInterval', { interval: 200 });
+    await post('Profiler.start');
+  }
   return async (file) => {
-    const { profile } = (await post('Profiler.stop')) as { profile: object };
+    const { profile } = (await post(kind === 'heap' ? 'HeapProfiler.stopSampling' : 'Profiler.stop')) as { profile: object };
     session.disconnect();
     mkdirSync(path.dirname(file), { recursive: true });
     writeFileSync(file, JSON.stringify(profile));
@@ -173,6 +183,7 @@ async function main(): Promise<void> {
         if (!TARGETS.includes(name.replace(/×\d+$/, ''))) continue;
         // The gateway runs in this process: its CPU time per transaction is a figure the machine's load disturbs less than TPS.
         const profile = name === 'gatehouse' && PROFILE_DIR ? await startProfile() : null;
+        const heapProfile = name === 'gatehouse' && HEAP_PROFILE_DIR ? await startProfile('heap') : null;
         // The gateway's replicas run in their own processes: their CPU comes from /proc, this process's from Node.
         const replicaPids = ww.world.svc.running.replicas?.pids() ?? [];
         const bouncers = name === 'pgbouncer' ? [bouncer] : name.startsWith('pgbouncer') ? bouncerGroup : [];
@@ -190,6 +201,7 @@ async function main(): Promise<void> {
         const used = { user: own.user, system: own.system, replicas: name === 'gatehouse' ? otherUs : 0 };
         const proxyUs = proxyLabel !== '' ? otherUs : 0;
         if (profile) console.log(`cpu profile: ${await profile(path.join(PROFILE_DIR!, `gatehouse${script}-${MODE}-${Date.now()}.cpuprofile`))}`);
+        if (heapProfile) console.log(`heap profile: ${await heapProfile(path.join(HEAP_PROFILE_DIR!, `gatehouse${script}-${MODE}-${Date.now()}.heapprofile`))}`);
         results[script]![name] = run.tps;
         const perTx =
           name === 'gatehouse' && run.transactions > 0
