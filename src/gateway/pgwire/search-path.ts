@@ -13,6 +13,12 @@ class PathState {
   erred = false;
   saves: { name: string; current: SearchPath; pending: SearchPath }[] = [];
 
+  /** Whether `o` holds the same values and transaction state, with no savepoints on either side (so a clone of it would equal this). */
+  sameAs(o: PathState): boolean {
+    return this.committed === o.committed && this.current === o.current && this.pending === o.pending && this.inTransaction === o.inTransaction &&
+      this.erred === o.erred && this.saves.length === 0 && o.saves.length === 0;
+  }
+
   clone(): PathState {
     const c = new PathState();
     Object.assign(c, this, { saves: this.saves.map((s) => ({ ...s })) });
@@ -125,7 +131,8 @@ export class SessionSearchPath {
 
   /** The upstream answered everything sent: only the confirmed value holds. */
   settle(): void {
-    this.#optimistic = this.#confirmed.clone();
+    // Most statements change nothing of it: the optimistic state is then still what a clone would make.
+    if (!this.#optimistic.sameAs(this.#confirmed)) this.#optimistic = this.#confirmed.clone();
     this.#seen.clear();
   }
 

@@ -95,8 +95,19 @@ export function parsePathText(text: string): SearchPath | null {
 
 /** A path as search_path text (each name double-quoted): the form keys and messages use. */
 export function pathText(path: SearchPath): string {
-  return path.map((s) => `"${s.replace(/"/g, '""')}"`).join(', ');
+  let text = pathTexts.get(path);
+  if (text === undefined) {
+    text = path.map((s) => `"${s.replace(/"/g, '""')}"`).join(', ');
+    pathTexts.set(path, text);
+  }
+  return text;
 }
+
+/**
+ * pathText by path: a wire session asks for the text of the same few paths on every statement (its state's values and
+ * the resolution's memo key). A SearchPath is never changed once made (readonly), so its text is kept with it.
+ */
+const pathTexts = new WeakMap<SearchPath, string>();
 
 type Json = Record<string, unknown>;
 
@@ -288,7 +299,7 @@ const resolutionMemo = new Map<string, PathResolution | null>();
 
 /** The resolution of these paths, or null when the only path is the governed default (unqualified names resolve in public). */
 export function pathResolution(paths: readonly SearchPath[], currentUser: string | null): PathResolution | null {
-  const memoKey = `${currentUser ?? '\u0001'}\u0000${paths.map(pathText).join('\u0000')}`;
+  const memoKey = `${currentUser ?? '\u0001'}\u0000${paths.length === 1 ? pathText(paths[0]!) : paths.map(pathText).join('\u0000')}`;
   const hit = resolutionMemo.get(memoKey);
   if (hit !== undefined) return hit;
   const schemas: string[] = [];
