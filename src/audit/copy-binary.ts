@@ -1,5 +1,5 @@
 // COPY binary-format encoding of audit batches: one tuple per entry, the columns of AUDIT_FIELDS in order, each in its type's binary form; the tuple is also a row's canonical bytes for its seal (docs/decisions/0031).
-import { AUDIT_FIELDS, canonicalJson, type AuditEntry } from './entry.js';
+import { AUDIT_FIELDS, canonicalJson, isoTimestampMs, type AuditEntry } from './entry.js';
 
 /**
  * The statement a binary batch is streamed into: the partitioned parent, every column named.
@@ -132,7 +132,7 @@ class Writer {
   /** timestamptz as int64 microseconds since 2000-01-01 UTC. */
   timestamp(iso: string): void {
     this.int32(8);
-    this.int64((timestampMs(iso) - PG_EPOCH_MS) * 1000);
+    this.int64((isoTimestampMs(iso) - PG_EPOCH_MS) * 1000);
   }
 
   /** A one-dimensional array without NULLs: header, then each element as a field. */
@@ -180,24 +180,6 @@ class Writer {
   #fill(dataAt: number): void {
     this.buf.writeInt32BE(this.off - dataAt, dataAt - 4);
   }
-}
-
-/** The second (`YYYY-MM-DDTHH:MM:SS.`) of the last timestamp read, and its Unix milliseconds. */
-let tsSecond = '';
-let tsSecondMs = 0;
-
-/**
- * Unix milliseconds of a timestamp in the entry's format (assertValidEntry: `YYYY-MM-DDTHH:MM:SS.mmmZ`, checked to
- * read back as the same instant). Date.parse runs once per second of timestamps; the milliseconds are read here.
- */
-function timestampMs(iso: string): number {
-  if (tsSecond === '' || iso.length !== 24 || !iso.startsWith(tsSecond)) {
-    const ms = iso.length === 24 ? Date.parse(`${iso.slice(0, 19)}Z`) : Number.NaN;
-    if (Number.isNaN(ms)) throw new TypeError(`audit entry ts is not an ISO timestamp: ${iso}`);
-    tsSecondMs = ms;
-    tsSecond = iso.slice(0, 20);
-  }
-  return tsSecondMs + (iso.charCodeAt(20) - 48) * 100 + (iso.charCodeAt(21) - 48) * 10 + (iso.charCodeAt(22) - 48);
 }
 
 /** One entry's tuple: the field count, then AUDIT_FIELDS in order (test/audit/copy.test.ts checks it against PostgreSQL). */

@@ -101,6 +101,29 @@ export function isoTimestamp(nowMs: number): string {
   return `${tsPrefix}${milli < 10 ? '00' : milli < 100 ? '0' : ''}${milli}Z`;
 }
 
+/** The second (`YYYY-MM-DDTHH:MM:SS.`) of the last timestamp read by isoTimestampMs, and its Unix milliseconds. */
+let msSecond = '';
+let msSecondMs = 0;
+
+/**
+ * Unix milliseconds of a timestamp in the entry's format (`YYYY-MM-DDTHH:MM:SS.mmmZ`): Date.parse runs once per second
+ * of timestamps, the milliseconds are read here. Throws a TypeError on another format.
+ */
+export function isoTimestampMs(iso: string): number {
+  if (msSecond === '' || iso.length !== 24 || !iso.startsWith(msSecond)) {
+    const ms = iso.length === 24 ? Date.parse(`${iso.slice(0, 19)}Z`) : Number.NaN;
+    if (Number.isNaN(ms)) throw new TypeError(`audit entry ts is not an ISO timestamp: ${iso}`);
+    msSecondMs = ms;
+    msSecond = iso.slice(0, 20);
+  }
+  return msSecondMs + (iso.charCodeAt(20) - 48) * 100 + (iso.charCodeAt(21) - 48) * 10 + (iso.charCodeAt(22) - 48);
+}
+
+/** The Unix milliseconds a UUIDv7 holds (its first 48 bits): an entry's id holds its ts (newAuditId, AuditContext). */
+export function auditIdMs(id: string): number {
+  return Number.parseInt(id.slice(0, 8) + id.slice(9, 13), 16);
+}
+
 const UUID_RE = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
 const TS_RE = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/;
 /** The longest text an entry field holds; longer statement texts are cut to it (boundedAuditText). */
@@ -166,6 +189,8 @@ function validTimestamp(v: unknown): boolean {
 function invalidField(e: AuditEntry): string | null {
   if (typeof e.id !== 'string' || !UUID_RE.test(e.id)) return 'id';
   if (!validTimestamp(e.ts)) return 'ts';
+  // The store's key is (ts, id) and an entry is found by its id through the time it holds (getAuditEntry).
+  if (auditIdMs(e.id) !== isoTimestampMs(e.ts)) return 'id';
   if (typeof e.request_id !== 'string' || e.request_id.length === 0 || e.request_id.length > 256) return 'request_id';
   if (!CHANNELS.has(e.channel)) return 'channel';
   if (!DECISIONS.has(e.decision)) return 'decision';

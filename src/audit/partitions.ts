@@ -5,6 +5,8 @@ import type { Kysely } from 'kysely';
 /** Daily partitions (since docs/decisions/0024) and the monthly ones migrations 0002–0016 created. */
 const PARTITION_RE = /^audit_entries_p(\d{4})(\d{2})(\d{2})?$/;
 const DAY_MS = 86_400_000;
+/** The unique key (ts, id) of migration 0022, which replaces the primary key (id, ts) and the (ts desc, id desc) index. */
+const AUDIT_TIME_KEY = 'audit_entries_ts_id_key';
 
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
 type AnyDb = Kysely<any>;
@@ -28,6 +30,8 @@ export interface PartitionMaintenanceResult {
   indexed: string[];
   /** Block ranges of open partitions' BRIN indexes summarized by this run. */
   summarized: number;
+  /** Whether this run dropped the primary key and time index the unique time key replaces (migration 0022). */
+  retired: boolean;
 }
 
 export interface AuditPartition {
@@ -166,16 +170,17 @@ async function unattachedParentIndexes(db: AnyDb, partition: string): Promise<{ 
 async function indexPartition(db: AnyDb, p: AuditPartition, now: Date, concurrently: boolean): Promise<string[]> {
   const built: string[] = [];
   const have = await indexesOf(db, p.name, concurrently);
-  const create = async (name: string, tail: string): Promise<void> => {
-    const how = concurrently ? sql.raw('create index concurrently if not exists') : sql.raw('create index if not exists');
+  const create = async (name: string, tail: string, unique = false): Promise<void> => {
+    const how = sql.raw(`create ${unique ? 'unique ' : ''}index ${concurrently ? 'concurrently ' : ''}if not exists`);
     await sql`${how} ${sql.id(name)} on ${sql.id(p.name)} ${sql.raw(tail)}`.execute(db);
     built.push(name);
   };
   for (const { parent, definition } of await unattachedParentIndexes(db, p.name)) {
-    // "CREATE INDEX parent ON ONLY public.audit_entries USING …": the same definition, on this partition.
+    // "CREATE [UNIQUE] INDEX parent ON ONLY public.audit_entries USING …": the same definition, on this partition (a
+    // unique parent index attaches only a unique one).
     const tail = definition.replace(/^CREATE (UNIQUE )?INDEX \S+ ON ONLY \S+ /, '');
     const name = `${p.name}_${parent.replace(/^audit_entries_/, '')}`;
-    if (!have.has(name)) await create(name, tail);
+    if (!have.has(name)) await create(name, tail, definition.startsWith('CREATE UNIQUE '));
     await sql`alter index ${sql.id(parent)} attach partition ${sql.id(name)}`.execute(db);
   }
   if (closed(p, now)) {
@@ -185,6 +190,31 @@ async function indexPartition(db: AnyDb, p: AuditPartition, now: Date, concurren
     }
   }
   return built;
+}
+
+/**
+ * Once the unique time key of migration 0022 is valid on the parent (built and attached on every partition), the
+ * primary key (id, ts) and the (ts desc, id desc) index it replaces are dropped: catalog work under a short ACCESS
+ * EXCLUSIVE lock of the parent and its partitions, given up (and tried again at the next run) if a query holds them
+ * longer than `lock_timeout`. Answers whether it dropped them.
+ */
+async function retireReplacedIndexes(db: AnyDb): Promise<boolean> {
+  const { rows } = await sql<{ ready: boolean }>`select
+      exists (select 1 from pg_index i join pg_class c on c.oid = i.indexrelid where c.relname = ${AUDIT_TIME_KEY} and i.indisvalid)
+      and exists (select 1 from pg_constraint where conname = 'audit_entries_pkey' and conrelid = 'audit_entries'::regclass) as ready`.execute(db);
+  if (!rows[0]?.ready) return false;
+  try {
+    await db.transaction().execute(async (trx) => {
+      await sql`set local lock_timeout = '2s'`.execute(trx);
+      await sql`alter table audit_entries drop constraint audit_entries_pkey`.execute(trx);
+      await sql`drop index if exists audit_entries_ts_id_idx`.execute(trx);
+    });
+    return true;
+  } catch (error) {
+    // 55P03 lock_not_available: a long query holds the table; the next maintenance run tries again.
+    if ((error as { code?: unknown })?.code === '55P03') return false;
+    throw error;
+  }
 }
 
 /**
@@ -244,5 +274,6 @@ export async function maintainPartitions(db: AnyDb, opts: PartitionMaintenanceOp
     }
   }
   if (dropped.length > 0) await forgetSeals(db, (await listPartitions(db))[0]?.from ?? new Date(cutoff));
-  return { created, dropped, indexed, summarized };
+  const retired = await retireReplacedIndexes(db);
+  return { created, dropped, indexed, summarized, retired };
 }

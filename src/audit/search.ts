@@ -1,7 +1,7 @@
 // Audit search and export: filtered, newest-first keyset pages with an opaque cursor, and streamed CSV / JSONL export.
 import { sql } from 'kysely';
 import type { Kysely, SelectQueryBuilder } from 'kysely';
-import { AUDIT_FIELDS, type AuditChannel, type AuditDecision, type AuditEntry } from './entry.js';
+import { AUDIT_FIELDS, auditIdMs, type AuditChannel, type AuditDecision, type AuditEntry } from './entry.js';
 import type { AuditDatabase } from './schema.js';
 import { dayStart } from './partitions.js';
 
@@ -187,10 +187,15 @@ async function searchHot(
   return [...newest, ...older];
 }
 
-/** One entry by its id (the primary key is (id, ts): one index probe per partition), or null. */
+/**
+ * One entry by its id, or null. An entry's id holds its ts (a UUIDv7 made from the same clock reading, checked when the
+ * entry is written: assertValidEntry), so the lookup is one probe of the unique key (ts, id) in one partition.
+ */
 export async function getAuditEntry(db: Kysely<AuditDatabase>, id: string): Promise<AuditEntry | null> {
   if (!UUID_RE.test(id)) return null;
-  const row = (await db.selectFrom('audit_entries').select(AUDIT_FIELDS).where('id', '=', id).limit(1).executeTakeFirst()) as unknown as Row | undefined;
+  const ts = new Date(auditIdMs(id));
+  if (Number.isNaN(ts.getTime())) return null;
+  const row = (await db.selectFrom('audit_entries').select(AUDIT_FIELDS).where('ts', '=', ts).where('id', '=', id).limit(1).executeTakeFirst()) as unknown as Row | undefined;
   return row ? toEntry(row) : null;
 }
 

@@ -65,7 +65,7 @@ describe('newAuditId', () => {
 
 describe('entry timestamps', () => {
   it('refuses a day a month does not have, which Date.parse alone rolls over and PostgreSQL refuses', () => {
-    const at = (ts: string) => () => assertValidEntry({ ...makeEntry(), ts });
+    const at = (ts: string) => () => assertValidEntry({ ...makeEntry(), ts, id: newAuditId(Date.parse(ts) || 0) });
     // A valid timestamp of the same second first: the check must not take "same second" for "same date".
     expect(at('2026-03-02T00:00:00.000Z')).not.toThrow();
     for (const ts of ['2026-02-30T00:00:00.000Z', '2026-04-31T00:00:00.500Z', '2025-02-29T12:00:00.000Z', '2026-13-01T00:00:00.000Z', '2026-01-01T24:00:00.000Z', '2026-01-01T00:60:00.000Z', '2026-01-01T00:00:60.000Z', '2026-01-01 00:00:00.000Z', '2026-01-01T00:00:00Z']) {
@@ -73,5 +73,13 @@ describe('entry timestamps', () => {
     }
     expect(at('2028-02-29T23:59:59.999Z')).not.toThrow();
     expect(at('2028-02-29T23:59:59.001Z')).not.toThrow();
+  });
+
+  it('refuses an id that does not hold the entry\'s time (the store finds an entry by it: getAuditEntry)', () => {
+    const e = makeEntry({ ts: '2026-11-28T06:30:00.123Z' });
+    expect(() => assertValidEntry(e)).not.toThrow();
+    expect(() => assertValidEntry({ ...e, id: newAuditId(Date.parse(e.ts) + 1) })).toThrow(/invalid id$/);
+    expect(() => assertValidEntry({ ...e, ts: '2026-11-28T06:30:00.122Z' })).toThrow(/invalid id$/);
+    expect(() => assertValidEntry({ ...e, id: newAuditId(Date.parse(e.ts) - 86_400_000) })).toThrow(/invalid id$/);
   });
 });

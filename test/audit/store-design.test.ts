@@ -1,11 +1,11 @@
-// The audit store of docs/decisions/0024 on a store that already holds rows: migration 0017 is catalog work, writes go on while partition maintenance builds the per-partition indexes concurrently and attaches them, searches use them.
+// The audit store of docs/decisions/0024 and 0031 on a store that already holds rows: migrations 0017 and 0022 are catalog work, writes go on while partition maintenance builds the per-partition indexes concurrently, attaches them and retires what the time key replaces; searches and lookups by id use them.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { sql } from 'kysely';
 import type { Kysely } from 'kysely';
 import { migrateTo, migrateToLatest } from '../../src/store/migrate.js';
 import { insertAuditEntries } from '../../src/audit/insert.js';
 import { CLOSED_PARTITION_INDEXES, listPartitions, maintainPartitions } from '../../src/audit/partitions.js';
-import { searchAudit } from '../../src/audit/search.js';
+import { getAuditEntry, searchAudit } from '../../src/audit/search.js';
 import type { AuditDatabase } from '../../src/audit/schema.js';
 import { createTestDatabase, type TestDatabase } from '../support/pg.js';
 import { openControlStore, type ControlStore } from '../../src/store/db.js';
@@ -20,7 +20,7 @@ async function indexesOf(db: AnyDb, table: string): Promise<Record<string, boole
   return Object.fromEntries(rows.map((r) => [r.name, r.valid]));
 }
 
-describe('migration 0017 on a store holding rows', () => {
+describe('migrations 0017 and 0022 on a store holding rows', () => {
   let database: TestDatabase;
   let store: ControlStore;
   let db: AnyDb;
@@ -46,9 +46,11 @@ describe('migration 0017 on a store holding rows', () => {
     expect(parts.filter((p) => p.kind === 'month').map((p) => p.name)).toEqual([month]);
     // The month's secondary indexes went with the parent's: only the primary key and the time order are left on it.
     expect(Object.keys(await indexesOf(db, month)).sort()).toEqual([`${month}_pkey`, `${month}_ts_id_idx`]);
-    // The parent: lean indexes every partition carries; the two new ones are not valid until the month has them.
+    // The parent: lean indexes every partition carries; the new ones (0017's two, 0022's time key) are not valid until
+    // the month has them, and the primary key and time index the key replaces stay until then.
     expect(await indexesOf(db, 'audit_entries')).toEqual({
       audit_entries_pkey: true, audit_entries_ts_id_idx: true, audit_entries_decision_idx: false, audit_entries_filter_brin: false,
+      audit_entries_ts_id_key: false,
     });
     // Days after this month get daily partitions with the lean set only.
     const day = parts.find((p) => p.kind === 'day');
@@ -70,14 +72,34 @@ describe('migration 0017 on a store holding rows', () => {
     // Rows were stored while the indexes were built: the builds did not lock writes out.
     expect(written).toBeGreaterThan(0);
     expect(result.indexed).toEqual(expect.arrayContaining([
-      `${month}_decision_idx`, `${month}_filter_brin`, ...CLOSED_PARTITION_INDEXES.map((i) => `${month}_${i.suffix}`),
+      `${month}_decision_idx`, `${month}_filter_brin`, `${month}_ts_id_key`, ...CLOSED_PARTITION_INDEXES.map((i) => `${month}_${i.suffix}`),
     ]));
+    // The time key is valid everywhere: the primary key (id, ts) and the (ts desc, id desc) index are gone.
+    expect(result.retired).toBe(true);
     expect(await indexesOf(db, 'audit_entries')).toEqual({
-      audit_entries_pkey: true, audit_entries_ts_id_idx: true, audit_entries_decision_idx: true, audit_entries_filter_brin: true,
+      audit_entries_ts_id_key: true, audit_entries_decision_idx: true, audit_entries_filter_brin: true,
     });
-    expect(Object.values(await indexesOf(db, month)).every(Boolean)).toBe(true);
+    const monthIndexes = await indexesOf(db, month);
+    expect(Object.values(monthIndexes).every(Boolean)).toBe(true);
+    expect(Object.keys(monthIndexes)).not.toEqual(expect.arrayContaining([`${month}_pkey`]));
+    expect(Object.keys(monthIndexes)).not.toContain(`${month}_ts_id_idx`);
+    for (const day of (await listPartitions(db)).filter((p) => p.kind === 'day')) {
+      // The time key, the partial decision index and the BRIN filters: three indexes on the hot path.
+      const { rows } = await sql<{ n: number; keys: number }>`select count(*)::int as n, count(*) filter (where i.indisunique and pg_get_indexdef(i.indexrelid) like '%(ts, id)')::int as keys
+          from pg_index i where i.indrelid = ${day.name}::regclass`.execute(db);
+      expect(rows[0]).toEqual({ n: 3, keys: 1 });
+    }
     // Idempotent.
-    expect((await maintainPartitions(db, { monthsAhead: 1, retentionDays: 36_500 })).indexed).toEqual([]);
+    expect(await maintainPartitions(db, { monthsAhead: 1, retentionDays: 36_500 })).toMatchObject({ indexed: [], retired: false });
+    // The key still makes stores idempotent (ON CONFLICT (id, ts) infers it), and finds an entry by its id.
+    const again = makeEntry({ request_id: 'after-retire' });
+    expect(await insertAuditEntries(db, [again])).toBe(1);
+    expect(await insertAuditEntries(db, [again])).toBe(0);
+    const typedDb = db as unknown as Kysely<AuditDatabase>;
+    expect((await getAuditEntry(typedDb, again.id))?.request_id).toBe('after-retire');
+    const legacy = (await sql<{ id: string }>`select id from audit_entries where request_id = 'legacy-7'`.execute(db)).rows[0]!.id;
+    expect((await getAuditEntry(typedDb, legacy))?.request_id).toBe('legacy-7');
+    expect(await getAuditEntry(typedDb, makeEntry().id)).toBeNull();
 
     const typed = db as unknown as Kysely<AuditDatabase>;
     const page = await searchAudit(typed, { identity_id: 3, limit: 10 });
@@ -87,6 +109,9 @@ describe('migration 0017 on a store holding rows', () => {
     const plan = (await sql<{ 'QUERY PLAN': string }>`explain select id from audit_entries where identity_id = 3 order by ts desc, id desc limit 10`.execute(db)).rows
       .map((r) => r['QUERY PLAN']).join('\n');
     expect(plan).toContain(`${month}_identity_idx`);
+    const newest = (await sql<{ 'QUERY PLAN': string }>`explain select id from audit_entries order by ts desc, id desc limit 10`.execute(db)).rows
+      .map((r) => r['QUERY PLAN']).join('\n');
+    expect(newest).toMatch(/Index (Only )?Scan Backward using \S+_ts_id_key/);
   });
 
   it('an index build interrupted (left invalid) is dropped and built again', async () => {
@@ -97,5 +122,42 @@ describe('migration 0017 on a store holding rows', () => {
     const result = await maintainPartitions(db, { monthsAhead: 1, retentionDays: 36_500 });
     expect(result.indexed).toEqual([`${month}_source_idx`]);
     expect((await indexesOf(db, month))[`${month}_source_idx`]).toBe(true);
+  });
+});
+
+describe('migration 0022 on a store without audit rows', () => {
+  let database: TestDatabase;
+  let store: ControlStore;
+  let db: AnyDb;
+
+  beforeAll(async () => {
+    database = await createTestDatabase();
+    store = await openControlStore({ url: database.url, embeddedDir: '/unused', poolMax: 2, connectTimeoutMs: 5_000, ssl: { mode: 'disable' } });
+    db = store.db;
+    await migrateToLatest(db);
+  });
+  afterAll(async () => {
+    await store?.close();
+    await database?.drop();
+  });
+
+  it('has the time key in place of the primary key and time index at once; down brings them back, up again replaces them', async () => {
+    const lean = { audit_entries_ts_id_key: true, audit_entries_decision_idx: true, audit_entries_filter_brin: true };
+    expect(await indexesOf(db, 'audit_entries')).toEqual(lean);
+    const today = (await listPartitions(db)).find((p) => p.from.getTime() <= Date.now() && Date.now() < p.to.getTime())!;
+    expect(Object.keys(await indexesOf(db, today.name))).toHaveLength(3);
+    expect((await maintainPartitions(db, { monthsAhead: 1, retentionDays: 36_500 })).retired).toBe(false);
+    const e = makeEntry({ request_id: 'fresh-key' });
+    expect(await insertAuditEntries(db, [e, e])).toBe(1);
+
+    await migrateTo(db, '0021_audit_seal_format');
+    expect(await indexesOf(db, 'audit_entries')).toEqual({ audit_entries_pkey: true, audit_entries_ts_id_idx: true, audit_entries_decision_idx: true, audit_entries_filter_brin: true });
+    expect(await insertAuditEntries(db, [e])).toBe(0);
+    // Rows are stored now: up again takes the path of a store holding rows, and maintenance finishes it.
+    await migrateToLatest(db);
+    expect((await indexesOf(db, 'audit_entries')).audit_entries_ts_id_key).toBe(false);
+    expect(await maintainPartitions(db, { monthsAhead: 1, retentionDays: 36_500, concurrently: false })).toMatchObject({ retired: true });
+    expect(await indexesOf(db, 'audit_entries')).toEqual(lean);
+    expect((await getAuditEntry(db as unknown as Kysely<AuditDatabase>, e.id))?.request_id).toBe('fresh-key');
   });
 });

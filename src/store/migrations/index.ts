@@ -15,6 +15,7 @@ import { syncSchedules } from './0018_sync_schedules.js';
 import { documentSearch } from './0019_document_search.js';
 import { documentSearchKeys } from './0020_document_search_keys.js';
 import { auditSealFormat } from './0021_audit_seal_format.js';
+import { auditTimeKey } from './0022_audit_time_key.js';
 
 /** Every migration, keyed by its sortable name; Kysely applies them in key order. Append only. */
 export const migrations: Readonly<Record<string, Migration>> = Object.freeze({
@@ -33,4 +34,5 @@ export const migrations: Readonly<Record<string, Migration>> = Object.freeze({
   '0019_document_search': documentSearch,
   '0020_document_search_keys': documentSearchKeys,
   '0021_audit_seal_format': auditSealFormat,
+  '0022_audit_time_key': auditTimeKey,
 });
