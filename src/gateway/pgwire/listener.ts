@@ -229,7 +229,9 @@ class WireConnection {
     try {
       while (this.#queue.length > 0 && this.#state !== 'closed') {
         const f = this.#queue.shift()!;
-        await this.#message(f);
+        // Most messages are handled at once; only one still being handled (a statement's decision) is awaited.
+        const handling = this.#message(f);
+        if (handling) await handling;
         if (this.#queue.length < MAX_QUEUED_FRAMES / 2) this.#socket.resume();
       }
     } catch (err) {
@@ -338,7 +340,7 @@ class WireConnection {
     this.#scram = new ScramServer(this.#passwordVerifier);
   }
 
-  async #message(f: Frame): Promise<void> {
+  #message(f: Frame): Promise<void> | void {
     if (f.type === Frontend.Terminate) return this.#terminate();
     switch (this.#state) {
       case 'sasl_initial':

@@ -378,17 +378,28 @@ export class WireRelay {
 
   // ---- client side ----
 
-  async handle(frame: Frame): Promise<void> {
+  /**
+   * Handles one client message; answers a promise only while the message is still being handled (a statement being
+   * decided, a COPY waiting for the upstream to drain): Bind, Describe, Close, Sync and Flush are handled at once, with
+   * no promise per message (docs/decisions/0029).
+   */
+  handle(frame: Frame): Promise<void> | undefined {
     this.#handling++;
+    let done: Promise<void> | void = undefined;
     try {
-      await this.#handle(frame);
+      done = this.#handle(frame);
     } finally {
-      this.#handling--;
-      if (this.#drainError !== null) this.#endIfDrainedIdle();
+      if (!done) this.#handled();
     }
+    return done ? done.finally(() => this.#handled()) : undefined;
   }
 
-  async #handle(frame: Frame): Promise<void> {
+  #handled(): void {
+    this.#handling--;
+    if (this.#drainError !== null) this.#endIfDrainedIdle();
+  }
+
+  #handle(frame: Frame): Promise<void> | void {
     if (this.#pending.length === 0 && this.#batch.length === 0) this.#path.settle();
     if (this.#failed && frame.type !== Frontend.Sync) return;
     switch (frame.type) {
@@ -438,7 +449,7 @@ export class WireRelay {
         // Only meaningful inside a COPY FROM STDIN the statement decision allowed; the upstream refuses them otherwise.
         // Back-pressure: while the upstream socket's buffer is full the listener reads no further client message (its
         // queue is bounded, then the client socket pauses), so a slow upstream slows the client, not the gateway's memory.
-        if (!this.upstream.write(frame.raw)) await this.upstream.drained();
+        if (!this.upstream.write(frame.raw)) return this.upstream.drained();
         return;
       case Frontend.FunctionCall:
         return this.#functionCall(frame);
