@@ -1,5 +1,5 @@
 // COPY binary-format encoding of audit batches: one tuple per entry, the columns of AUDIT_FIELDS in order, each in its type's binary form; the tuple is also a row's canonical bytes for its seal (docs/decisions/0031).
-import { AUDIT_FIELDS, canonicalJson, isoTimestampMs, type AuditEntry } from './entry.js';
+import { AUDIT_FIELDS, canonicalJson, entryTimeMs, type AuditEntry } from './entry.js';
 
 /**
  * The statement a binary batch is streamed into: the partitioned parent, every column named.
@@ -132,7 +132,9 @@ class Writer {
   /** timestamptz as int64 microseconds since 2000-01-01 UTC. */
   timestamp(iso: string): void {
     this.int32(8);
-    this.int64((isoTimestampMs(iso) - PG_EPOCH_MS) * 1000);
+    const ms = entryTimeMs(iso);
+    if (Number.isNaN(ms)) throw new TypeError(`audit entry ts is not an ISO timestamp: ${iso}`);
+    this.int64((ms - PG_EPOCH_MS) * 1000);
   }
 
   /** A one-dimensional array without NULLs: header, then each element as a field. */

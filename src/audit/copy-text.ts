@@ -1,12 +1,5 @@
-// COPY text-format encoding of audit batches: one line per entry, the columns of AUDIT_FIELDS in order, escaped exactly as PostgreSQL reads them back.
-import { AUDIT_FIELDS, canonicalJson, type AuditEntry } from './entry.js';
-
-/**
- * The statement the encoded batch is streamed into: the partitioned parent, every column named, text format
- * (tab delimiter, `\N` for NULL).
- * @see https://www.postgresql.org/docs/current/sql-copy.html#id-1.9.3.55.9.2 (File Formats, Text Format)
- */
-export const AUDIT_COPY_STATEMENT = `copy audit_entries (${AUDIT_FIELDS.join(', ')}) from stdin with (format text)`;
+// An entry's COPY text line (the columns of AUDIT_FIELDS in order, escaped exactly as PostgreSQL reads them back): the canonical form of rows under format-1 seals, which audit verify still checks (docs/decisions/0031); batches are stored in the binary format since (copy-binary.ts).
+import { canonicalJson, type AuditEntry } from './entry.js';
 
 /** COPY's NULL marker (the default NULL string of the text format). */
 const NULL = '\\N';
@@ -117,40 +110,4 @@ export function auditCopyLine(e: AuditEntry): string {
     `${e.duration_ms}\t${textOrNull(e.client_ip)}\t${textOrNull(e.action)}\t${jsonOrNull(e.target)}\t` +
     `${jsonOrNull(e.changes)}\t${textOrNull(e.error_code)}\n`
   );
-}
-
-/** The COPY text of a batch: its entries' lines. */
-export function auditCopyText(entries: readonly AuditEntry[]): string {
-  let out = '';
-  for (let i = 0; i < entries.length; i++) out += auditCopyLine(entries[i]!);
-  return out;
-}
-
-/** U+FFFD in UTF-8: what encoding turns a lone surrogate into. */
-const REPLACEMENT_CHARACTER = Buffer.from([0xef, 0xbf, 0xbd]);
-
-/** A batch ready for COPY: its rows' lines (the seal's canonical texts) and the UTF-8 bytes of their concatenation. */
-export interface AuditCopyBatch {
-  lines: string[];
-  bytes: Buffer;
-}
-
-/**
- * The COPY data of a batch as UTF-8 bytes with its lines, or null when COPY cannot carry the batch unchanged: a lone
- * surrogate would be stored as U+FFFD (where the insert path's JSON escape of it is refused), and a NUL has no escape in
- * the text format. Such a batch is left to the insert path, so PostgreSQL judges it exactly as before. The checks search
- * the bytes natively (encoding flattens the string once anyway); the exact surrogate check runs only when a U+FFFD shows.
- */
-export function auditCopyBatch(entries: readonly AuditEntry[]): AuditCopyBatch | null {
-  const lines = entries.map(auditCopyLine);
-  const text = lines.join('');
-  const bytes = Buffer.from(text, 'utf8');
-  if (bytes.includes(0)) return null;
-  if (bytes.includes(REPLACEMENT_CHARACTER) && !text.isWellFormed()) return null;
-  return { lines, bytes };
-}
-
-/** The COPY data of a batch as UTF-8 bytes, or null when COPY cannot carry it unchanged (auditCopyBatch). */
-export function auditCopyData(entries: readonly AuditEntry[]): Buffer | null {
-  return auditCopyBatch(entries)?.bytes ?? null;
 }

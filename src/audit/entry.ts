@@ -101,24 +101,6 @@ export function isoTimestamp(nowMs: number): string {
   return `${tsPrefix}${milli < 10 ? '00' : milli < 100 ? '0' : ''}${milli}Z`;
 }
 
-/** The second (`YYYY-MM-DDTHH:MM:SS.`) of the last timestamp read by isoTimestampMs, and its Unix milliseconds. */
-let msSecond = '';
-let msSecondMs = 0;
-
-/**
- * Unix milliseconds of a timestamp in the entry's format (`YYYY-MM-DDTHH:MM:SS.mmmZ`): Date.parse runs once per second
- * of timestamps, the milliseconds are read here. Throws a TypeError on another format.
- */
-export function isoTimestampMs(iso: string): number {
-  if (msSecond === '' || iso.length !== 24 || !iso.startsWith(msSecond)) {
-    const ms = iso.length === 24 ? Date.parse(`${iso.slice(0, 19)}Z`) : Number.NaN;
-    if (Number.isNaN(ms)) throw new TypeError(`audit entry ts is not an ISO timestamp: ${iso}`);
-    msSecondMs = ms;
-    msSecond = iso.slice(0, 20);
-  }
-  return msSecondMs + (iso.charCodeAt(20) - 48) * 100 + (iso.charCodeAt(21) - 48) * 10 + (iso.charCodeAt(22) - 48);
-}
-
 /** The Unix milliseconds a UUIDv7 holds (its first 48 bits): an entry's id holds its ts (newAuditId, AuditContext). */
 export function auditIdMs(id: string): number {
   return Number.parseInt(id.slice(0, 8) + id.slice(9, 13), 16);
@@ -168,29 +150,35 @@ export function boundedAuditText(s: string | null): string | null {
   return `${s.slice(0, AUDIT_TEXT_MAX - 1).toWellFormed()}…`;
 }
 
-/** The seconds (`YYYY-MM-DDTHH:MM:SS.`) of the last timestamp found valid: later ones of that second need only the pattern. */
+/** The second (`YYYY-MM-DDTHH:MM:SS.`) of the last timestamp found valid, and its Unix milliseconds. */
 let validTsSecond = '';
+let validTsSecondMs = 0;
 
 /**
- * A timestamp PostgreSQL reads back as the same instant: the pattern, then a round trip through Date, which refuses
- * what Date.parse alone rolls over (`2026-02-30` parses as March 2nd; PostgreSQL refuses it, which would fail the
- * entry's whole batch). The round trip (≈ 1 µs) runs once per second of timestamps.
+ * Unix milliseconds of a timestamp PostgreSQL reads back as the same instant, or NaN for anything else: the pattern,
+ * then a round trip through Date, which refuses what Date.parse alone rolls over (`2026-02-30` parses as March 2nd;
+ * PostgreSQL refuses it, which would fail the entry's whole batch). The round trip (≈ 1 µs) runs once per second of
+ * timestamps; the milliseconds are read from the text. The writer's check (assertValidEntry) and the binary COPY
+ * encoder (copy-binary.ts) both read an entry's time here.
  */
-function validTimestamp(v: unknown): boolean {
-  if (typeof v !== 'string' || !TS_RE.test(v)) return false;
-  if (validTsSecond !== '' && v.startsWith(validTsSecond)) return true;
-  const ms = Date.parse(v);
-  if (Number.isNaN(ms) || new Date(ms).toISOString() !== v) return false;
-  validTsSecond = v.slice(0, 20);
-  return true;
+export function entryTimeMs(v: unknown): number {
+  if (typeof v !== 'string' || !TS_RE.test(v)) return Number.NaN;
+  if (validTsSecond === '' || !v.startsWith(validTsSecond)) {
+    const ms = Date.parse(v);
+    if (Number.isNaN(ms) || new Date(ms).toISOString() !== v) return Number.NaN;
+    validTsSecond = v.slice(0, 20);
+    validTsSecondMs = ms - Number(v.slice(20, 23));
+  }
+  return validTsSecondMs + (v.charCodeAt(20) - 48) * 100 + (v.charCodeAt(21) - 48) * 10 + (v.charCodeAt(22) - 48);
 }
 
 /** The first invalid field of an object entry, or null. */
 function invalidField(e: AuditEntry): string | null {
   if (typeof e.id !== 'string' || !UUID_RE.test(e.id)) return 'id';
-  if (!validTimestamp(e.ts)) return 'ts';
+  const ms = entryTimeMs(e.ts);
+  if (Number.isNaN(ms)) return 'ts';
   // The store's key is (ts, id) and an entry is found by its id through the time it holds (getAuditEntry).
-  if (auditIdMs(e.id) !== isoTimestampMs(e.ts)) return 'id';
+  if (auditIdMs(e.id) !== ms) return 'id';
   if (typeof e.request_id !== 'string' || e.request_id.length === 0 || e.request_id.length > 256) return 'request_id';
   if (!CHANNELS.has(e.channel)) return 'channel';
   if (!DECISIONS.has(e.decision)) return 'decision';

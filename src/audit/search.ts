@@ -193,9 +193,8 @@ async function searchHot(
  */
 export async function getAuditEntry(db: Kysely<AuditDatabase>, id: string): Promise<AuditEntry | null> {
   if (!UUID_RE.test(id)) return null;
-  const ts = new Date(auditIdMs(id));
-  if (Number.isNaN(ts.getTime())) return null;
-  const row = (await db.selectFrom('audit_entries').select(AUDIT_FIELDS).where('ts', '=', ts).where('id', '=', id).limit(1).executeTakeFirst()) as unknown as Row | undefined;
+  // 48 bits of milliseconds: at most the year 10889, always a valid Date.
+  const row = (await db.selectFrom('audit_entries').select(AUDIT_FIELDS).where('ts', '=', new Date(auditIdMs(id))).where('id', '=', id).limit(1).executeTakeFirst()) as unknown as Row | undefined;
   return row ? toEntry(row) : null;
 }
 

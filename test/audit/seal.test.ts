@@ -205,6 +205,12 @@ describe('seals of format 1, stored before migration 0021', () => {
     await sql`update audit_entries set status = 200 where id = any(${[old[3]!.id, fresh[5]!.id]}::uuid[])`.execute(db);
     // A seal's format is covered by its hash (each format has its own domain), and the table refuses a format without its ids.
     await expect(sql`update audit_seals set format = 1 where format = 2`.execute(db)).rejects.toMatchObject({ code: '23514' });
+    // Relabelled whole — format 1 with its ids unpacked, as the constraint wants — the seal no longer gives its hash.
+    await sql`update audit_seals set format = 1, ids = ${SEAL_IDS}, id_bytes = null where format = 2`.execute(db);
+    const relabelled = await verifyAudit(db, range);
+    expect(relabelled.problems).toEqual(expect.arrayContaining([expect.objectContaining({ kind: 'seal_altered' })]));
+    await sql`update audit_seals set format = 2, id_bytes = ${Buffer.from(fresh.map((e) => e.id.replaceAll('-', '')).join(''), 'hex')}, ids = null
+      where writer_id <> ${writerId}::uuid`.execute(db);
     expect((await verifyAudit(db, range)).ok).toBe(true);
 
     await migrateTo(db, '0020_document_search_keys');
