@@ -95,17 +95,24 @@ export function parsePathText(text: string): SearchPath | null {
 
 /** A path as search_path text (each name double-quoted): the form keys and messages use. */
 export function pathText(path: SearchPath): string {
+  // Only a frozen path can be known never to change: any other is written out each time.
+  if (!Object.isFrozen(path)) return writePathText(path);
   let text = pathTexts.get(path);
   if (text === undefined) {
-    text = path.map((s) => `"${s.replace(/"/g, '""')}"`).join(', ');
+    text = writePathText(path);
     pathTexts.set(path, text);
   }
   return text;
 }
 
+function writePathText(path: SearchPath): string {
+  return path.map((s) => `"${s.replace(/"/g, '""')}"`).join(', ');
+}
+
 /**
  * pathText by path: a wire session asks for the text of the same few paths on every statement (its state's values and
- * the resolution's memo key). A SearchPath is never changed once made (readonly), so its text is kept with it.
+ * the resolution's memo key). The paths a session holds are frozen where they are made (GOVERNED_PATH, parsePathText,
+ * SET's arguments), so their text is kept with them; the key of a governance decision can never be a stale text.
  */
 const pathTexts = new WeakMap<SearchPath, string>();
 
