@@ -33,6 +33,9 @@ export interface ManagedPrivilegesDeps {
 const FIRST_RECONCILE_WAIT_MS = 15_000;
 const DEBOUNCE_MS = 50;
 const LOCK_TTL_MS = 120_000;
+/** A failed reconciliation is tried again after 1 s, doubling up to this (or the periodic interval, if shorter). */
+const RETRY_MAX_MS = 30_000;
+const RETRY_FIRST_MS = 1_000;
 
 function fingerprintOf(source: RegisteredSource): string {
   return JSON.stringify(source.connection_config);
@@ -49,6 +52,8 @@ export class ManagedPrivileges {
   readonly #running = new Map<string, Promise<ReconcileResult | null>>();
   readonly #again = new Set<string>();
   readonly #pending = new Map<string, string>();
+  /** Sources whose last reconciliation failed: the attempts so far and the timer of the next. */
+  readonly #retries = new Map<string, { attempts: number; timer: NodeJS.Timeout }>();
   #debounce: NodeJS.Timeout | null = null;
   #timer: NodeJS.Timeout | null = null;
   #unsubscribe: Unsubscribe[] = [];
@@ -90,6 +95,8 @@ export class ManagedPrivileges {
     this.#closed = true;
     if (this.#timer) clearInterval(this.#timer);
     if (this.#debounce) clearTimeout(this.#debounce);
+    for (const r of this.#retries.values()) clearTimeout(r.timer);
+    this.#retries.clear();
     for (const u of this.#unsubscribe.splice(0)) await u().catch(() => undefined);
     await Promise.allSettled([...this.#running.values()]);
   }
@@ -142,6 +149,7 @@ export class ManagedPrivileges {
     const source = this.deps.registry.get(sourceId);
     if (!source || !source.enabled || managedSettings(source) === null) {
       this.#states.delete(sourceId);
+      this.#scheduleRetry(sourceId, true);
       return null;
     }
     this.#ensureReadiness();
@@ -160,11 +168,32 @@ export class ManagedPrivileges {
       this.#states.set(sourceId, { status: 'failed', reason: result.error ?? 'reconciliation failed', at: Date.now(), fingerprint });
     }
     this.#endStaleSessions(sourceId);
-    const changed = result.statement_count > 0 || !result.ok || before?.status !== this.#states.get(sourceId)!.status;
+    this.#scheduleRetry(sourceId, result.ok);
+    // A failure repeated by the retries with the same reason is not news: one audit entry when it starts or changes.
+    const repeated = !result.ok && before?.status === 'failed' && before.reason === result.error;
+    const changed = result.statement_count > 0 || (!result.ok && !repeated) || before?.status !== this.#states.get(sourceId)!.status;
     if (changed) await this.#audit(result, trigger);
-    if (!result.ok) this.deps.log.warn({ source_id: sourceId, trigger, problem: result.error }, 'managed privileges could not be reconciled; sessions for the source are refused');
+    if (!result.ok && !repeated) this.deps.log.warn({ source_id: sourceId, trigger, problem: result.error }, 'managed privileges could not be reconciled; sessions for the source are refused');
     else if (result.statement_count > 0) this.deps.log.info({ source_id: sourceId, trigger, ...result.summary, drift: result.drift, duration_ms: result.duration_ms }, 'managed privileges reconciled');
     return result;
+  }
+
+  /**
+   * A failed source is not left refusing sessions until the next periodic run: it is tried again after 1 s, 2 s, 4 s…
+   * up to 30 s (or the periodic interval), until a run succeeds or the source is no longer managed.
+   */
+  #scheduleRetry(sourceId: string, ok: boolean): void {
+    const previous = this.#retries.get(sourceId);
+    if (previous) clearTimeout(previous.timer);
+    if (ok || this.#closed || !this.#states.has(sourceId)) {
+      this.#retries.delete(sourceId);
+      return;
+    }
+    const attempts = (previous?.attempts ?? 0) + 1;
+    const delay = Math.min(RETRY_FIRST_MS * 2 ** (attempts - 1), RETRY_MAX_MS, this.deps.intervalMs);
+    const timer = setTimeout(() => this.request(sourceId, 'retry'), delay);
+    timer.unref();
+    this.#retries.set(sourceId, { attempts, timer });
   }
 
   async #lock(sourceId: string) {

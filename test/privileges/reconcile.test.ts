@@ -3,15 +3,19 @@ import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import type pg from 'pg';
 import { sqlError } from '../pgwire/fixture.js';
 import { privilegeState, startManagedWorld, type ManagedWorld } from './fixture.js';
-import { waitFor } from '../support/wait.js';
+import { sleep, waitFor } from '../support/wait.js';
 import { TEST_PG_HOST, TEST_PG_PORT } from '../support/pg.js';
 import { CATALOG_CHANGED_CHANNEL, type CatalogChangedMessage } from '../../src/catalog/events.js';
 
 let mw: ManagedWorld;
 
 beforeAll(async () => {
-  mw = await startManagedWorld({ sourceId: 'mgdrec' });
-  await waitFor(async () => (await privilegeState(mw)).status === 'ok', 15_000, 'the first reconciliation');
+  // mgdbroken (fail closed) is on loopback too: listed, so that what fails it is its privilege admin.
+  mw = await startManagedWorld({ sourceId: 'mgdrec', env: { SERVICE_GATEWAY__EGRESS__ALLOW_PRIVATE_SOURCES: 'mgdbroken' } });
+  let last: unknown;
+  await waitFor(async () => (last = await privilegeState(mw)).status === 'ok', 30_000, 'the first reconciliation').catch((err: Error) => {
+    throw new Error(`${err.message}; last state ${JSON.stringify(last)}`);
+  });
 }, 90_000);
 
 afterAll(async () => {
@@ -179,6 +183,7 @@ describe('fail closed', () => {
     const e = await sqlError(mw.client('rec-broken', agent.key, { database: 'mgdbroken' }));
     expect(e.code).toBe('57P03');
     expect(e.message).toMatch(/Managed privileges of source "mgdbroken" are not in place/);
+    expect((await mw.world.admin('GET', '/api/data-sources/mgdbroken/privileges')).json.reason).toMatch(/the privilege admin cannot connect/);
     const ready = await fetch(`${mw.world.svc.adminUrl}/ready`);
     expect(ready.status).toBe(503);
     const body = (await ready.json()) as { checks: Record<string, { ok: boolean; detail: string }> };
@@ -190,6 +195,20 @@ describe('fail closed', () => {
     const c = await mw.client('rec-fine', ok.key);
     expect((await c.query('select count(*)::int as n from customers')).rows[0].n).toBe(2);
     await c.end();
+    // Once its cause is mended, the source is tried again on its own (backoff from 1 s, with the periodic run an
+    // hour away here) and its sessions run as their managed role.
+    const nobody = `${mw.prefix}nobody`;
+    const failures = () => mw.world.audits.filter((x) => x.action === 'privileges.reconcile' && (x.target as { id?: string })?.id === 'mgdbroken' && x.outcome === 'failure').length;
+    await sleep(2_500);
+    // The retries repeat the same failure: one audit entry for it, not one per attempt.
+    expect(failures()).toBe(1);
+    await upstream(`create role "${nobody}" login createrole in role "${mw.adminRole}"`);
+    await waitFor(async () => (await fetch(`${mw.world.svc.adminUrl}/ready`)).status === 200, 20_000, 'the broken source in place after its cause was mended').catch(async (err: Error) => {
+      throw new Error(`${err.message}; ${JSON.stringify((await mw.world.admin('GET', '/api/data-sources/mgdbroken/privileges')).json)}`);
+    });
+    const mended = await mw.client('rec-broken', agent.key, { database: 'mgdbroken' });
+    expect((await mended.query('select current_user')).rows[0].current_user).toBe(`${mw.prefix}b_r_reader`);
+    await mended.end();
     const del = await mw.world.admin('DELETE', '/api/data-sources/mgdbroken');
     expect(del.status, del.text).toBeLessThan(300);
   });

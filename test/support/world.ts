@@ -33,7 +33,11 @@ export interface World {
 
 export async function startWorld(opts: TestServiceOptions & { privateSources?: string[] } = {}): Promise<World> {
   const env: Record<string, string> = { SERVICE_ADMIN__BOOTSTRAP_PASSWORD: OWNER_PASSWORD, ...opts.env };
-  if (opts.privateSources) env.SERVICE_GATEWAY__EGRESS__ALLOW_PRIVATE_SOURCES = opts.privateSources.join(',');
+  if (opts.privateSources) {
+    // The caller's own list (env) is kept beside the world's sources.
+    const listed = [...opts.privateSources, ...(opts.env?.SERVICE_GATEWAY__EGRESS__ALLOW_PRIVATE_SOURCES?.split(',') ?? [])];
+    env.SERVICE_GATEWAY__EGRESS__ALLOW_PRIVATE_SOURCES = listed.join(',');
+  }
   const svc = await startTestService({ ...opts, env });
   const audits = captureAudit(svc);
   let token: string;
