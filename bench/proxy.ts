@@ -1,7 +1,7 @@
 // HTTP proxy benchmark: the upstream directly, nginx as a plain reverse proxy, Gatehouse on an origin miss and on a cache hit (with OTLP export off and on; authenticated by an agent JWT from a real OpenID provider), and a bare Node proxy as the platform's floor — one run, loopback, small JSON, ratios with PASS/FAIL.
 import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtemp, rm, writeFile, mkdir } from 'node:fs/promises';
-import { createWriteStream, existsSync } from 'node:fs';
+import { createWriteStream, existsSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { availableParallelism, tmpdir } from 'node:os';
 import path from 'node:path';
@@ -371,6 +371,7 @@ async function probe(name: string, url: string | (() => string), headers: Record
   } finally {
     await pool.close();
   }
+  if (process.env.BENCH_PROBE_DUMP_DIR) writeFileSync(path.join(process.env.BENCH_PROBE_DUMP_DIR, `${name.replace(/[^a-z0-9]+/gi, '-')}.json`), JSON.stringify(samples));
   const sorted = Float64Array.from(samples).sort();
   return { name, requests: sorted.length, p50: quantile(sorted, 0.5), p99: quantile(sorted, 0.99), p999: quantile(sorted, 0.999) };
 }
