@@ -149,7 +149,7 @@ export class ManagedPrivileges {
     const source = this.deps.registry.get(sourceId);
     if (!source || !source.enabled || managedSettings(source) === null) {
       this.#states.delete(sourceId);
-      this.#scheduleRetry(sourceId, true);
+      this.#clearRetry(sourceId);
       return null;
     }
     this.#ensureReadiness();
@@ -168,7 +168,8 @@ export class ManagedPrivileges {
       this.#states.set(sourceId, { status: 'failed', reason: result.error ?? 'reconciliation failed', at: Date.now(), fingerprint });
     }
     this.#endStaleSessions(sourceId);
-    this.#scheduleRetry(sourceId, result.ok);
+    if (result.ok) this.#clearRetry(sourceId);
+    else this.#scheduleRetry(sourceId);
     // A failure repeated by the retries with the same reason is not news: one audit entry when it starts or changes.
     const repeated = !result.ok && before?.status === 'failed' && before.reason === result.error;
     const changed = result.statement_count > 0 || (!result.ok && !repeated) || before?.status !== this.#states.get(sourceId)!.status;
@@ -182,18 +183,21 @@ export class ManagedPrivileges {
    * A failed source is not left refusing sessions until the next periodic run: it is tried again after 1 s, 2 s, 4 s…
    * up to 30 s (or the periodic interval), until a run succeeds or the source is no longer managed.
    */
-  #scheduleRetry(sourceId: string, ok: boolean): void {
-    const previous = this.#retries.get(sourceId);
-    if (previous) clearTimeout(previous.timer);
-    if (ok || this.#closed || !this.#states.has(sourceId)) {
-      this.#retries.delete(sourceId);
-      return;
-    }
-    const attempts = (previous?.attempts ?? 0) + 1;
+  #scheduleRetry(sourceId: string): void {
+    const attempts = (this.#retries.get(sourceId)?.attempts ?? 0) + 1;
+    this.#clearRetry(sourceId);
+    if (this.#closed) return;
     const delay = Math.min(RETRY_FIRST_MS * 2 ** (attempts - 1), RETRY_MAX_MS, this.deps.intervalMs);
     const timer = setTimeout(() => this.request(sourceId, 'retry'), delay);
     timer.unref();
     this.#retries.set(sourceId, { attempts, timer });
+  }
+
+  #clearRetry(sourceId: string): void {
+    const retry = this.#retries.get(sourceId);
+    if (retry === undefined) return;
+    clearTimeout(retry.timer);
+    this.#retries.delete(sourceId);
   }
 
   async #lock(sourceId: string) {
