@@ -4,7 +4,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { OWNER_PASSWORD } from '../support/world.js';
 import { ConsoleClient } from '../console/support/pages.js';
 import { axeViolations, describeViolations, launchBrowser, openPage, screenshot, signIn } from '../console/support/browser.js';
-import { privilegeState, startManagedWorld, type ManagedWorld } from './fixture.js';
+import { startManagedWorld, waitForPrivileges, type ManagedWorld } from './fixture.js';
 import { waitFor } from '../support/wait.js';
 
 const MARKUP_TABLE = '<img src=x onerror=alert(1)>';
@@ -15,7 +15,7 @@ const page = () => `/dashboard/data-sources/${mw.sourceId}/privileges`;
 
 beforeAll(async () => {
   [mw, browser] = await Promise.all([startManagedWorld({ sourceId: 'mgdconsole' }), launchBrowser()]);
-  await waitFor(async () => (await privilegeState(mw)).status === 'ok', 15_000, 'the first reconciliation');
+  await waitForPrivileges(mw, (s) => s.status === 'ok', 'the first reconciliation');
   await mw.world.agent('console-reader', [{ source_id: mw.sourceId, role_key: 'reader' }]);
   owner = await ConsoleClient.signIn(mw.world.svc.adminUrl, 'admin', OWNER_PASSWORD);
   // The new grant sets off reconciliations of its own (one per event it publishes, coalesced only within the debounce);

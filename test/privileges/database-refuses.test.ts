@@ -2,8 +2,7 @@
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import type pg from 'pg';
 import { sqlError } from '../pgwire/fixture.js';
-import { privilegeState, startManagedWorld, type ManagedWorld } from './fixture.js';
-import { waitFor } from '../support/wait.js';
+import { startManagedWorld, waitForPrivileges, type ManagedWorld } from './fixture.js';
 
 let mw: ManagedWorld;
 let analyst: { id: number; key: string };
@@ -21,7 +20,7 @@ beforeAll(async () => {
   analyst = await mw.world.agent('bypass-analyst', [{ source_id: mw.sourceId, role_key: 'limited' }]);
   await mw.world.policy({ name: 'no ssn for the analyst', conditions: { identity_ids: [analyst.id], columns: ['ssn'] }, actions: { effect: 'deny' } });
   await mw.direct((d) => d.query('analyze customers'));
-  await waitFor(async () => (await privilegeState(mw)).session_roles[String(analyst.id)] === `${mw.prefix}i_${analyst.id}`, 15_000, 'the analyst has its own managed role').catch(async (e: unknown) => { throw new Error(`${String(e)}: ${JSON.stringify(await privilegeState(mw))}`); });
+  await waitForPrivileges(mw, (s) => s.session_roles[String(analyst.id)] === `${mw.prefix}i_${analyst.id}`, 'the analyst has its own managed role');
   c = await mw.client('bypass-analyst', analyst.key);
 }, 90_000);
 

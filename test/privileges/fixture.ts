@@ -3,6 +3,7 @@ import { randomBytes } from 'node:crypto';
 import pg from 'pg';
 import { startWireWorld, type WireWorld } from '../pgwire/fixture.js';
 import { TEST_PG_HOST, TEST_PG_PORT } from '../support/pg.js';
+import { waitFor } from '../support/wait.js';
 
 export interface ManagedWorld extends WireWorld {
   prefix: string;
@@ -76,4 +77,17 @@ export async function privilegeState(ww: WireWorld): Promise<{ status: string; r
   const r = await ww.world.admin('GET', `/api/data-sources/${ww.sourceId}/privileges`);
   if (r.status !== 200) throw new Error(`privileges state: ${r.status} ${r.text}`);
   return r.json as never;
+}
+
+type PrivilegeState = Awaited<ReturnType<typeof privilegeState>>;
+
+/**
+ * Waits until the source's managed-privilege state satisfies `holds` (30 s by default: a first reconciliation under
+ * the full suite's load, or one retried after a failure); a timeout names the last state seen, so a failure says why.
+ */
+export async function waitForPrivileges(ww: WireWorld, holds: (state: PrivilegeState) => boolean, what: string, timeoutMs = 30_000): Promise<void> {
+  let last: PrivilegeState | undefined;
+  await waitFor(async () => holds((last = await privilegeState(ww))), timeoutMs, what).catch((err: Error) => {
+    throw new Error(`${err.message}; last state ${JSON.stringify(last)}`);
+  });
 }

@@ -2,7 +2,7 @@
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import type pg from 'pg';
 import { sqlError } from '../pgwire/fixture.js';
-import { privilegeState, startManagedWorld, type ManagedWorld } from './fixture.js';
+import { startManagedWorld, waitForPrivileges, type ManagedWorld } from './fixture.js';
 import { waitFor } from '../support/wait.js';
 
 let mw: ManagedWorld;
@@ -11,9 +11,7 @@ let policyId: number;
 
 beforeAll(async () => {
   mw = await startManagedWorld({ sourceId: 'mgdmask', maskedReads: true });
-  await waitFor(async () => (await privilegeState(mw)).status === 'ok', 15_000, 'the first reconciliation').catch(async (e: unknown) => {
-    throw new Error(`${String(e)}: ${JSON.stringify(await privilegeState(mw))}`);
-  });
+  await waitForPrivileges(mw, (s) => s.status === 'ok', 'the first reconciliation');
   // Only public is mirrored: a table of another schema gets no view, and its redacted column no privilege.
   await mw.asAdmin((a) => a.query("create schema sales; create table sales.orders (id int, card text); insert into sales.orders values (1, '4111111111111111')"));
   for (const [path, classification] of [
@@ -29,7 +27,7 @@ beforeAll(async () => {
     conditions: { identity_ids: [agent.id] },
     actions: { effect: 'allow', redact_columns: ['public.customers.name', 'public.customers.id', 'sales.orders.card'], redact_classified: ['email', 'ssn'] },
   });
-  await waitFor(async () => (await privilegeState(mw)).session_roles[String(agent.id)] === own(), 15_000, 'the identity gets its own masked role');
+  await waitForPrivileges(mw, (s) => s.session_roles[String(agent.id)] === own(), 'the identity gets its own masked role');
 }, 90_000);
 
 afterAll(async () => {
@@ -130,7 +128,7 @@ describe('reconciliation keeps the views equal to the policies', () => {
   test('removing the policy drops the masking schema and gives the base columns back', async () => {
     const del = await mw.world.admin('DELETE', `/api/policies/${policyId}`);
     expect(del.status, del.text).toBeLessThan(300);
-    await waitFor(async () => (await privilegeState(mw)).session_roles[String(agent.id)] === `${mw.prefix}r_reader`, 15_000, 'back to the reader role');
+    await waitForPrivileges(mw, (s) => s.session_roles[String(agent.id)] === `${mw.prefix}r_reader`, 'back to the reader role');
     expect(await upstream('select 1 from pg_namespace where nspname = $1', [own()])).toHaveLength(0);
     const c = await mw.client('mask-agent', agent.key);
     try {

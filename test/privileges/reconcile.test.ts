@@ -2,7 +2,7 @@
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import type pg from 'pg';
 import { sqlError } from '../pgwire/fixture.js';
-import { privilegeState, startManagedWorld, type ManagedWorld } from './fixture.js';
+import { privilegeState, startManagedWorld, waitForPrivileges, type ManagedWorld } from './fixture.js';
 import { sleep, waitFor } from '../support/wait.js';
 import { TEST_PG_HOST, TEST_PG_PORT } from '../support/pg.js';
 import { CATALOG_CHANGED_CHANNEL, type CatalogChangedMessage } from '../../src/catalog/events.js';
@@ -12,10 +12,7 @@ let mw: ManagedWorld;
 beforeAll(async () => {
   // mgdbroken (fail closed) is on loopback too: listed, so that what fails it is its privilege admin.
   mw = await startManagedWorld({ sourceId: 'mgdrec', env: { SERVICE_GATEWAY__EGRESS__ALLOW_PRIVATE_SOURCES: 'mgdbroken' } });
-  let last: unknown;
-  await waitFor(async () => (last = await privilegeState(mw)).status === 'ok', 30_000, 'the first reconciliation').catch((err: Error) => {
-    throw new Error(`${err.message}; last state ${JSON.stringify(last)}`);
-  });
+  await waitForPrivileges(mw, (s) => s.status === 'ok', 'the first reconciliation');
 }, 90_000);
 
 afterAll(async () => {
