@@ -162,20 +162,19 @@ export class ManagedPrivileges {
     }
     const before = this.#states.get(sourceId);
     const fingerprint = fingerprintOf(source);
-    if (result.ok && result.desired) {
-      this.#states.set(sourceId, { status: 'ok', sessionRoles: result.desired.sessionRoles, baseRole: result.desired.baseRole, at: Date.now(), fingerprint });
-    } else {
-      this.#states.set(sourceId, { status: 'failed', reason: result.error ?? 'reconciliation failed', at: Date.now(), fingerprint });
-    }
+    const now: SourcePrivilegeState =
+      result.ok && result.desired
+        ? { status: 'ok', sessionRoles: result.desired.sessionRoles, baseRole: result.desired.baseRole, at: Date.now(), fingerprint }
+        : { status: 'failed', reason: result.error ?? 'reconciliation failed', at: Date.now(), fingerprint };
+    this.#states.set(sourceId, now);
     this.#endStaleSessions(sourceId);
-    if (result.ok) this.#clearRetry(sourceId);
+    if (now.status === 'ok') this.#clearRetry(sourceId);
     else this.#scheduleRetry(sourceId);
-    // A failure repeated by the retries with the same reason is not news: one audit entry when it starts or changes.
-    const repeated = !result.ok && before?.status === 'failed' && before.reason === result.error;
-    const changed = result.statement_count > 0 || (!result.ok && !repeated) || before?.status !== this.#states.get(sourceId)!.status;
-    if (changed) await this.#audit(result, trigger);
-    if (!result.ok && !repeated) this.deps.log.warn({ source_id: sourceId, trigger, problem: result.error }, 'managed privileges could not be reconciled; sessions for the source are refused');
-    else if (result.statement_count > 0) this.deps.log.info({ source_id: sourceId, trigger, ...result.summary, drift: result.drift, duration_ms: result.duration_ms }, 'managed privileges reconciled');
+    // A failure repeated (by the retries) with the same reason is not news: one audit entry when it starts or changes.
+    const newFailure = now.status === 'failed' && (before?.status !== 'failed' || before.reason !== now.reason);
+    if (result.statement_count > 0 || newFailure || before?.status !== now.status) await this.#audit(result, trigger);
+    if (newFailure) this.deps.log.warn({ source_id: sourceId, trigger, problem: result.error }, 'managed privileges could not be reconciled; sessions for the source are refused');
+    else if (now.status === 'ok' && result.statement_count > 0) this.deps.log.info({ source_id: sourceId, trigger, ...result.summary, drift: result.drift, duration_ms: result.duration_ms }, 'managed privileges reconciled');
     return result;
   }
 
