@@ -371,7 +371,7 @@ async function probe(name: string, url: string | (() => string), headers: Record
   } finally {
     await pool.close();
   }
-  if (process.env.BENCH_PROBE_DUMP_DIR) writeFileSync(path.join(process.env.BENCH_PROBE_DUMP_DIR, `${name.replace(/[^a-z0-9]+/gi, '-')}.json`), JSON.stringify(samples));
+  if (process.env.BENCH_PROBE_DUMP_DIR) writeFileSync(path.join(process.env.BENCH_PROBE_DUMP_DIR, `${name.replace(/[^a-z0-9]+/gi, '-').replace(/^-|-$/g, '')}.json`), JSON.stringify(samples));
   const sorted = Float64Array.from(samples).sort();
   return { name, requests: sorted.length, p50: quantile(sorted, 0.5), p99: quantile(sorted, 0.99), p999: quantile(sorted, 0.999) };
 }

@@ -72,9 +72,9 @@ export async function dropRoles(prefix: string): Promise<void> {
   }
 }
 
-/** The managed-privilege state of the source in the world's process, through the admin API. */
-export async function privilegeState(ww: WireWorld): Promise<{ status: string; reason: string | null; session_roles: Record<string, string>; base_role: string | null }> {
-  const r = await ww.world.admin('GET', `/api/data-sources/${ww.sourceId}/privileges`);
+/** The managed-privilege state of a source (the world's own by default) in the world's process, through the admin API. */
+export async function privilegeState(ww: WireWorld, sourceId = ww.sourceId): Promise<{ status: string; reason: string | null; session_roles: Record<string, string>; base_role: string | null }> {
+  const r = await ww.world.admin('GET', `/api/data-sources/${sourceId}/privileges`);
   if (r.status !== 200) throw new Error(`privileges state: ${r.status} ${r.text}`);
   return r.json as never;
 }
@@ -85,9 +85,9 @@ type PrivilegeState = Awaited<ReturnType<typeof privilegeState>>;
  * Waits until the source's managed-privilege state satisfies `holds` (30 s by default: a first reconciliation under
  * the full suite's load, or one retried after a failure); a timeout names the last state seen, so a failure says why.
  */
-export async function waitForPrivileges(ww: WireWorld, holds: (state: PrivilegeState) => boolean, what: string, timeoutMs = 30_000): Promise<void> {
+export async function waitForPrivileges(ww: WireWorld, holds: (state: PrivilegeState) => boolean, what: string, opts: { sourceId?: string; timeoutMs?: number } = {}): Promise<void> {
   let last: PrivilegeState | undefined;
-  await waitFor(async () => holds((last = await privilegeState(ww))), timeoutMs, what).catch((err: Error) => {
+  await waitFor(async () => holds((last = await privilegeState(ww, opts.sourceId))), opts.timeoutMs ?? 30_000, what).catch((err: Error) => {
     throw new Error(`${err.message}; last state ${JSON.stringify(last)}`);
   });
 }

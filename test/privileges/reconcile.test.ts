@@ -180,7 +180,7 @@ describe('fail closed', () => {
     const e = await sqlError(mw.client('rec-broken', agent.key, { database: 'mgdbroken' }));
     expect(e.code).toBe('57P03');
     expect(e.message).toMatch(/Managed privileges of source "mgdbroken" are not in place/);
-    expect((await mw.world.admin('GET', '/api/data-sources/mgdbroken/privileges')).json.reason).toMatch(/the privilege admin cannot connect/);
+    expect((await privilegeState(mw, 'mgdbroken')).reason).toMatch(/the privilege admin cannot connect/);
     const ready = await fetch(`${mw.world.svc.adminUrl}/ready`);
     expect(ready.status).toBe(503);
     const body = (await ready.json()) as { checks: Record<string, { ok: boolean; detail: string }> };
@@ -200,9 +200,8 @@ describe('fail closed', () => {
     // The retries repeat the same failure: one audit entry for it, not one per attempt.
     expect(failures()).toBe(1);
     await upstream(`create role "${nobody}" login createrole in role "${mw.adminRole}"`);
-    await waitFor(async () => (await fetch(`${mw.world.svc.adminUrl}/ready`)).status === 200, 20_000, 'the broken source in place after its cause was mended').catch(async (err: Error) => {
-      throw new Error(`${err.message}; ${JSON.stringify((await mw.world.admin('GET', '/api/data-sources/mgdbroken/privileges')).json)}`);
-    });
+    await waitForPrivileges(mw, (s) => s.status === 'ok', 'the broken source in place after its cause was mended', { sourceId: 'mgdbroken' });
+    expect((await fetch(`${mw.world.svc.adminUrl}/ready`)).status).toBe(200);
     const mended = await mw.client('rec-broken', agent.key, { database: 'mgdbroken' });
     expect((await mended.query('select current_user')).rows[0].current_user).toBe(`${mw.prefix}b_r_reader`);
     await mended.end();
