@@ -2,7 +2,7 @@
 // The gateway runs in this process: start it with the V8 settings every `gatehouse` process has.
 import '../src/runtime/v8-flags.js';
 import { execFile, execFileSync, spawn, type ChildProcess } from 'node:child_process';
-import { chmodSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, copyFileSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { Session } from 'node:inspector';
 import net from 'node:net';
 import { loadavg, tmpdir } from 'node:os';
@@ -28,6 +28,8 @@ const MODE = process.env.BENCH_MODE ?? 'prepared';
  */
 const PROBE_S = Number(process.env.BENCH_PROBE_S ?? 5);
 const PROBE_GOAL_MS = 0.3;
+/** A directory the probes' `pgbench -l` logs are copied to (one line per statement, in order, with its time): where the tail is. */
+const PROBE_DUMP_DIR = process.env.BENCH_PROBE_DUMP_DIR;
 /** The gateway's audit durability: buffered by default, as in bench:proxy; `strict` (the production setting) makes every statement's answer wait for its stored entry. */
 const AUDIT_MODE = process.env.BENCH_AUDIT_MODE ?? 'buffered';
 /** When set, a CPU profile of the gateway side of each Gatehouse run is written there. */
@@ -124,6 +126,7 @@ async function probe(name: string, args: string[], env: Record<string, string>, 
   });
   const times: number[] = [];
   for (const f of readdirSync(dir).filter((f) => f.startsWith(`probe-${name}.`))) {
+    if (PROBE_DUMP_DIR) copyFileSync(path.join(dir, f), path.join(PROBE_DUMP_DIR, f));
     // client_id transaction_no time(µs) script_no time_epoch time_us
     for (const line of readFileSync(path.join(dir, f), 'utf8').split('\n')) {
       const t = Number(line.split(' ')[2]);

@@ -224,29 +224,48 @@ export interface AuditBinaryBatch {
   tuples: Buffer[];
 }
 
+/** A batch's COPY data being encoded, entry by entry, into one buffer. */
+export class BinaryBatchEncoder {
+  readonly #w: Writer;
+  readonly #starts: number[] = [];
+
+  constructor(expected: number) {
+    this.#w = new Writer(HEADER.length + 2 + expected * 512);
+    HEADER.copy(this.#w.buf, 0);
+    this.#w.off = HEADER.length;
+  }
+
+  add(e: AuditEntry): void {
+    this.#starts.push(this.#w.off);
+    tuple(this.#w, e);
+  }
+
+  /** The batch, or null when a text field of an entry holds a NUL or a lone surrogate (auditBinaryBatch). */
+  finish(): AuditBinaryBatch | null {
+    const w = this.#w;
+    if (w.unstorable) return null;
+    const starts = this.#starts;
+    const n = starts.length;
+    starts.push(w.off);
+    w.ensure(TRAILER.length);
+    TRAILER.copy(w.buf, w.off);
+    w.off += TRAILER.length;
+    const bytes = w.buf.subarray(0, w.off);
+    const tuples = new Array<Buffer>(n);
+    for (let i = 0; i < n; i++) tuples[i] = bytes.subarray(starts[i]!, starts[i + 1]!);
+    return { bytes, tuples };
+  }
+}
+
 /**
  * The binary COPY data of a batch of valid entries (assertValidEntry), or null when a text field holds a NUL or a lone
  * surrogate, which PostgreSQL's text refuses and UTF-8 would silently turn into U+FFFD: such a batch is stored with
  * those characters replaced (storableEntry), as the insert path stores it.
  */
 export function auditBinaryBatch(entries: readonly AuditEntry[]): AuditBinaryBatch | null {
-  const w = new Writer(HEADER.length + 2 + entries.length * 512);
-  HEADER.copy(w.buf, 0);
-  w.off = HEADER.length;
-  const starts = new Array<number>(entries.length + 1);
-  for (let i = 0; i < entries.length; i++) {
-    starts[i] = w.off;
-    tuple(w, entries[i]!);
-  }
-  if (w.unstorable) return null;
-  starts[entries.length] = w.off;
-  w.ensure(TRAILER.length);
-  TRAILER.copy(w.buf, w.off);
-  w.off += TRAILER.length;
-  const bytes = w.buf.subarray(0, w.off);
-  const tuples = new Array<Buffer>(entries.length);
-  for (let i = 0; i < entries.length; i++) tuples[i] = bytes.subarray(starts[i]!, starts[i + 1]!);
-  return { bytes, tuples };
+  const encoder = new BinaryBatchEncoder(entries.length);
+  for (let i = 0; i < entries.length; i++) encoder.add(entries[i]!);
+  return encoder.finish();
 }
 
 /** One entry's tuple bytes, its canonical form for the seal (verify.ts encodes rows read back with it). */

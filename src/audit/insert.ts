@@ -2,10 +2,11 @@
 import { sql } from 'kysely';
 import type { Kysely } from 'kysely';
 import type { CopyIn } from '../store/copy.js';
-import { AUDIT_COPY_BINARY_STATEMENT, auditBinaryBatch, auditTuple } from './copy-binary.js';
+import { setImmediate } from 'node:timers/promises';
+import { AUDIT_COPY_BINARY_STATEMENT, BinaryBatchEncoder, auditTuple, type AuditBinaryBatch } from './copy-binary.js';
 import { AUDIT_FIELDS, hasUnstorableEscape, storableEntry, type AuditEntry } from './entry.js';
 import { ensurePartitionsFor } from './partitions.js';
-import { packedIdsHex, sealInsertSql, type BatchSeal, type SealChain } from './seal.js';
+import { packedIdsHex, rowDigest, sealInsertSql, type BatchSeal, type SealChain } from './seal.js';
 
 const COLUMNS = sql.raw(AUDIT_FIELDS.join(', '));
 
@@ -59,6 +60,23 @@ export async function insertSealed(db: Kysely<any>, entries: readonly AuditEntry
   return { stored, seal };
 }
 
+/**
+ * Entries encoded or digested between two turns of the event loop when a batch is stored: a batch of 500 encoded and
+ * digested at once held the event loop for 1.5–2 ms, which every request arriving meanwhile waited out
+ * (docs/decisions/0031 addendum). 64 entries take ≈ 0.2 ms.
+ */
+export const ENCODE_SLICE = 64;
+
+/** auditBinaryBatch, letting the event loop turn every ENCODE_SLICE entries. */
+async function encodeBatch(entries: readonly AuditEntry[]): Promise<AuditBinaryBatch | null> {
+  const encoder = new BinaryBatchEncoder(entries.length);
+  for (let i = 0; i < entries.length; i++) {
+    if (i > 0 && i % ENCODE_SLICE === 0) await setImmediate();
+    encoder.add(entries[i]!);
+  }
+  return encoder.finish();
+}
+
 /** Runs `store`; when a month of the batch has no partition yet (maintenance late), creates it and runs `store` once more. */
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
 async function withPartitionsFor(db: Kysely<any>, entries: readonly AuditEntry[], store: () => Promise<number>): Promise<number> {
@@ -99,13 +117,21 @@ export async function copySealed(
 ): Promise<{ stored: number; seal: BatchSeal | null }> {
   if (entries.length === 0) return { stored: 0, seal: null };
   // A batch COPY cannot carry unchanged holds a NUL or a lone surrogate: it is stored with them replaced.
-  let batch = auditBinaryBatch(entries);
+  let batch = await encodeBatch(entries);
   if (batch === null) {
     entries = entries.map(storableEntry);
-    batch = auditBinaryBatch(entries);
+    batch = await encodeBatch(entries);
     if (batch === null) return insertSealed(db, entries, chain);
   }
-  const seal = chain ? chain.seal(entries, batch.tuples) : null;
+  let seal: BatchSeal | null = null;
+  if (chain) {
+    const digests = new Array<Buffer>(entries.length);
+    for (let i = 0; i < entries.length; i++) {
+      if (i > 0 && i % ENCODE_SLICE === 0) await setImmediate();
+      digests[i] = rowDigest(batch.tuples[i]!);
+    }
+    seal = chain.sealDigests(entries, digests);
+  }
   const statement = seal ? `${AUDIT_COPY_BINARY_STATEMENT}; ${sealInsertSql(seal)}` : AUDIT_COPY_BINARY_STATEMENT;
   const data = batch.bytes;
   try {

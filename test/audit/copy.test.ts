@@ -7,9 +7,11 @@ import { auditCopyLine } from '../../src/audit/copy-text.js';
 import { AUDIT_COPY_BINARY_STATEMENT, auditBinaryBatch, auditTuple } from '../../src/audit/copy-binary.js';
 import pgCopy from 'pg-copy-streams';
 import { AUDIT_CACHE_OUTCOMES, AUDIT_CHANNELS, AUDIT_DECISIONS, AUDIT_FIELDS, assertValidEntry, newAuditId, type AuditEntry } from '../../src/audit/entry.js';
-import { copyAuditEntries, insertAuditEntries } from '../../src/audit/insert.js';
+import { copyAuditEntries, copySealed, ENCODE_SLICE, insertAuditEntries } from '../../src/audit/insert.js';
+import { SealChain } from '../../src/audit/seal.js';
 import { listPartitions, monthStart } from '../../src/audit/partitions.js';
 import { AuditWriter } from '../../src/audit/writer.js';
+import { verifyAudit } from '../../src/audit/verify.js';
 import type { CopyIn } from '../../src/store/copy.js';
 import { withMigratedStore, type MigratedStore, TEST_PG_HOST, TEST_PG_PORT } from '../support/pg.js';
 import { auditConfig, kyselyVia, makeEntry, recordingLogger, TcpProxy, tempSpoolDir, waitFor } from './support.js';
@@ -300,6 +302,32 @@ describe('COPY fallbacks and counts', () => {
       await spool.remove();
     }
     expect(await countLike('retry-')).toEqual({ total: 20, distinct: 20 });
+  });
+});
+
+describe('a batch encoded in slices', () => {
+  it('lets the event loop turn while a batch is encoded and digested, and the batch, NULs replaced, stores whole and verifies', async () => {
+    const base = Date.now();
+    const batch = Array.from({ length: ENCODE_SLICE * 4 + 3 }, (_, i) =>
+      makeEntry({ request_id: `sliced-${i}`, ts: new Date(base + i).toISOString(), path: i === ENCODE_SLICE + 1 ? '/p/\u0000' : `/p/${i}` }),
+    );
+    // Work queued before the store starts runs before the COPY is sent: the encoding did not hold the loop throughout.
+    const turns: string[] = [];
+    const timed: CopyIn = (statement, data, timeoutMs) => {
+      turns.push('copy');
+      return copyIn(statement, data, timeoutMs);
+    };
+    const storing = copySealed(db, timed, batch, 10_000, new SealChain());
+    setImmediate(() => turns.push('turn'));
+    const { stored, seal } = await storing;
+    expect(turns).toEqual(['turn', 'copy']);
+    expect(stored).toBe(batch.length);
+    expect(seal?.row_count).toBe(batch.length);
+    const { rows } = await sql<{ path: string }>`select path from audit_entries where request_id like 'sliced-%' order by ts`.execute(db);
+    expect(rows.map((r) => r.path)).toEqual(batch.map((_, i) => (i === ENCODE_SLICE + 1 ? '/p/\uFFFD' : `/p/${i}`)));
+    const report = await verifyAudit(db, { from: new Date(base - 1), to: new Date(base + 1_000) });
+    expect(report.problems).toEqual([]);
+    expect(report.rows_checked).toBe(batch.length);
   });
 });
 
