@@ -3,7 +3,7 @@ import type { RegisteredSource } from '../registry/sources.js';
 import type { Logger } from '../observability/logger.js';
 import type { TableEffect, WriteEstimate } from '../governance/risk.js';
 import type { MeasuredWriteEffect, WriteEffectPort, WriteEffectRequest, WritePreview } from '../pipeline/context.js';
-import { postgresConfigSchema, type PostgresConfig } from './postgres.js';
+import { postgresConfigOf, type PostgresConfig } from './postgres.js';
 import { UpstreamSqlError, quoteIdent, type PostgresExecutor, type SqlResult } from './postgres-exec.js';
 
 type Run = (sql: string, params?: readonly unknown[]) => Promise<SqlResult>;
@@ -132,8 +132,7 @@ export class PostgresWriteEffects implements WriteEffectPort {
   ) {}
 
   #config(source: RegisteredSource): PostgresConfig | null {
-    const parsed = postgresConfigSchema.safeParse(source.connection_config);
-    return parsed.success ? parsed.data : null;
+    return postgresConfigOf(source);
   }
 
   async estimate(r: WriteEffectRequest): Promise<MeasuredWriteEffect> {

@@ -8,7 +8,7 @@ import type { AgentIdentity } from '../identity/index.js';
 import type { RegisteredSource } from '../registry/sources.js';
 import type { SecretRefResult } from '../config/secrets.js';
 import type { Logger } from '../observability/logger.js';
-import { postgresConfigSchema, sanitizePgError, type PostgresConfig } from './postgres.js';
+import { postgresConfigOf, sanitizePgError, type PostgresConfig } from './postgres.js';
 import { resolveCredential } from './credentials.js';
 import { connectPostgres } from './postgres-connect.js';
 import { typedRowRedactor } from '../governance/pii/by-type.js';
@@ -292,13 +292,16 @@ function sanitizer(config: PostgresConfig, password: string | null, address: str
 
 export class UpstreamPools {
   readonly #pools = new Map<string, SourcePool>();
+  /** Each configuration's text, to tell a reconfigured source from the same one. */
+  readonly #fingerprints = new WeakMap<PostgresConfig, string>();
 
   constructor(private readonly deps: UpstreamPoolDeps) {}
 
   #pool(source: RegisteredSource): SourcePool {
-    const parsed = postgresConfigSchema.safeParse(source.connection_config);
-    if (!parsed.success) throw new GatehouseError('invalid_request', 'The source configuration is invalid.');
-    const fingerprint = JSON.stringify(parsed.data);
+    const config = postgresConfigOf(source);
+    if (config === null) throw new GatehouseError('invalid_request', 'The source configuration is invalid.');
+    let fingerprint = this.#fingerprints.get(config);
+    if (fingerprint === undefined) this.#fingerprints.set(config, (fingerprint = JSON.stringify(config)));
     let pool = this.#pools.get(source.source_id);
     if (pool && pool.fingerprint !== fingerprint) {
       // Reconfigured source: idle connections of the old configuration are dropped, busy ones die on release.
@@ -306,7 +309,7 @@ export class UpstreamPools {
       pool = undefined;
     }
     if (!pool) {
-      pool = new SourcePool(fingerprint, parsed.data);
+      pool = new SourcePool(fingerprint, config);
       this.#pools.set(source.source_id, pool);
     }
     return pool;

@@ -70,6 +70,32 @@ export const postgresConfigSchema = z
 
 export type PostgresConfig = z.output<typeof postgresConfigSchema>;
 
+const parsedConfigs = new WeakMap<object, PostgresConfig | null>();
+
+function deepFreeze<T>(value: T): T {
+  if (value !== null && typeof value === 'object' && !Object.isFrozen(value)) {
+    Object.freeze(value);
+    for (const v of Object.values(value)) deepFreeze(v);
+  }
+  return value;
+}
+
+/**
+ * A source's PostgreSQL configuration, or null when it is invalid. Parsed once per configuration object (the source
+ * registry makes a new one on every change), frozen, and shared: sessions, write estimates, pools and the wire listener
+ * each parsed it again on every statement or acquire (docs/decisions/0029, TPC-B addendum).
+ */
+export function postgresConfigOf(source: { readonly connection_config: Record<string, unknown> }): PostgresConfig | null {
+  const raw = source.connection_config;
+  let config = parsedConfigs.get(raw);
+  if (config === undefined) {
+    const parsed = postgresConfigSchema.safeParse(raw);
+    config = parsed.success ? deepFreeze(parsed.data) : null;
+    parsedConfigs.set(raw, config);
+  }
+  return config;
+}
+
 /** Node's verification failures of a chain it cannot anchor in the trusted roots. */
 const UNTRUSTED_CERT_CODES: ReadonlySet<string> = new Set([
   'DEPTH_ZERO_SELF_SIGNED_CERT',

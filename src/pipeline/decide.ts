@@ -14,7 +14,7 @@ import { refuseUncallable, untrustedCalls } from './calls.js';
 import { AUDIT_ARRAY_MAX, boundedAuditText } from '../audit/entry.js';
 import { deniedColumns, refuseRedactedCopies, resolveColumns } from './columns.js';
 import { durationMs } from '../governance/sql/functions.js';
-import { postgresConfigSchema } from '../connectors/postgres.js';
+import { postgresConfigOf } from '../connectors/postgres.js';
 
 const HTTP_METHODS = new Set(['GET', 'POST', 'PUT', 'PATCH', 'DELETE']);
 const EFFECT_RANK: Readonly<Record<Decision['effect'], number>> = { allow: 0, require_approval: 1, deny: 2 };
@@ -131,8 +131,7 @@ export const resolveSource: Stage = {
  * value that is not a constant, are refused (docs/pgwire.md "Statement timeout"). RESET and DEFAULT return to the bound.
  */
 function boundStatementTimeout(req: GovernedRequest, source: NonNullable<GovernedRequest['source']>): void {
-  const parsed = postgresConfigSchema.safeParse(source.connection_config);
-  const bound = parsed.success ? parsed.data.statement_timeout_ms : 0;
+  const bound = postgresConfigOf(source)?.statement_timeout_ms ?? 0;
   for (const value of req.sql!.statementTimeouts) {
     const ms = value === null ? null : durationMs(value);
     if (ms !== null && ms > 0 && ms <= bound) continue;

@@ -5,7 +5,7 @@ import { compilePolicies, type CompiledPolicySet } from '../governance/policy/in
 import { roleRulesSchema, type Grant, type SourceRole } from '../governance/source-roles.js';
 import { desiredPrivileges, type DesiredInput, type DesiredPrivileges } from '../governance/privileges/desired.js';
 import { emptyPlan, planReconciliation, planStatements, planSummary, type Plan } from '../governance/privileges/plan.js';
-import { postgresConfigSchema, sanitizePgError, type PostgresConfig } from '../connectors/postgres.js';
+import { postgresConfigOf, sanitizePgError, type PostgresConfig } from '../connectors/postgres.js';
 import { connectPostgres } from '../connectors/postgres-connect.js';
 import { resolveCredential } from '../connectors/credentials.js';
 import { listSourceRoles } from '../store/repos/source-roles.js';
@@ -21,9 +21,9 @@ import { readActual, readStructure } from './catalog.js';
 /** The managed-privilege settings of a source, or null when its sessions run as the configured user. */
 export function managedSettings(source: RegisteredSource): { config: PostgresConfig; prefix: string } | null {
   if (source.source_type !== 'postgres') return null;
-  const parsed = postgresConfigSchema.safeParse(source.connection_config);
-  if (!parsed.success || parsed.data.privileges !== 'managed') return null;
-  return { config: parsed.data, prefix: parsed.data.managed_role_prefix ?? defaultPrefix(source.source_id) };
+  const config = postgresConfigOf(source);
+  if (config === null || config.privileges !== 'managed') return null;
+  return { config, prefix: config.managed_role_prefix ?? defaultPrefix(source.source_id) };
 }
 
 /** Role names are global to a PostgreSQL server: the default prefix carries a hash of the source id. */

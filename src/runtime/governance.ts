@@ -17,6 +17,7 @@ import { DEFAULT_CALL_TRUST_TTL_MS, loadCallTrust } from '../connectors/postgres
 import { PerSourceCache } from '../connectors/source-cache.js';
 import type { CallTrust } from '../governance/sql/source-calls.js';
 import type { HttpPipelineDeps } from '../pipeline/http.js';
+import type * as PostgresRuntimeModule from '../connectors/postgres-runtime.js';
 import { perServices, type Services } from './services.js';
 import { loadPostgresStructure, SourceStructures } from '../connectors/postgres-structure.js';
 import { catalogEventsFor, catalogGovernanceFor } from '../catalog/runtime.js';
@@ -53,10 +54,16 @@ function cachedRoleContexts(services: Services): (identity: AgentIdentity, sourc
   };
 }
 
-/** The process's PostgreSQL runtime; imported when first used, as it is built on this runtime (a static import would be a cycle). */
+let postgresRuntimeModule: Promise<typeof PostgresRuntimeModule> | undefined;
+
+/**
+ * The process's PostgreSQL runtime; its module is imported when first used, as it is built on this runtime (a static
+ * import would be a cycle). The import is made once: every `import()` resolves its specifier again, which each measured
+ * write paid (docs/decisions/0029, TPC-B addendum).
+ */
 async function postgresRuntime(services: Services) {
-  const { postgresRuntimeFor } = await import('../connectors/postgres-runtime.js');
-  return postgresRuntimeFor(services);
+  postgresRuntimeModule ??= import('../connectors/postgres-runtime.js');
+  return (await postgresRuntimeModule).postgresRuntimeFor(services);
 }
 
 /** The PostgreSQL runtime's write measurement, reached on first use (it builds on this runtime: egress, PII scanner). */
@@ -126,17 +133,11 @@ async function createGovernanceRuntime(services: Services): Promise<GovernanceRu
 
   // The structure loads through the process's PostgreSQL runtime, which is built on this one: reached lazily.
   const structures = new SourceStructures({
-    load: async (source) => {
-      const { postgresRuntimeFor } = await import('../connectors/postgres-runtime.js');
-      return loadPostgresStructure((await postgresRuntimeFor(services)).catalog, source);
-    },
+    load: async (source) => loadPostgresStructure((await postgresRuntime(services)).catalog, source),
   });
   // What each source's own catalog says of the allowlisted calls (docs/governance/sql.md "Functions: deny by default").
   const callTrust = new PerSourceCache<CallTrust>({
-    load: async (source) => {
-      const { postgresRuntimeFor } = await import('../connectors/postgres-runtime.js');
-      return loadCallTrust((await postgresRuntimeFor(services)).catalog, source);
-    },
+    load: async (source) => loadCallTrust((await postgresRuntime(services)).catalog, source),
     ttlMs: DEFAULT_CALL_TRUST_TTL_MS,
   });
   const deps: HttpPipelineDeps = {

@@ -39,7 +39,7 @@ import { IdentityRefresher, errorFieldsOf } from './decide.js';
 import { encodingKey, isUtf8EncodingName } from '../../governance/sql/functions.js';
 import { WireRelay } from './relay.js';
 import { startupSettings } from './startup-settings.js';
-import { postgresConfigSchema } from '../../connectors/postgres.js';
+import { postgresConfigOf } from '../../connectors/postgres.js';
 import { uuidv7 } from '../../util/uuidv7.js';
 import type { ManagedPrivileges } from '../../privileges/runtime.js';
 
@@ -458,8 +458,7 @@ class WireConnection {
     const identity = this.#identity!;
     // The client's startup settings (its parameters and `options`), refused before any upstream work when one could
     // escape governance; client_encoding was checked at startup (clientEncodingProblem).
-    const config = postgresConfigSchema.safeParse(source.connection_config);
-    const settings = startupSettings(this.#params, config.success ? config.data.statement_timeout_ms : 0);
+    const settings = startupSettings(this.#params, postgresConfigOf(source)?.statement_timeout_ms ?? 0);
     if (!settings.ok) return this.#fatal(settings.error);
     let managedRole: string | null;
     try {
