@@ -231,6 +231,11 @@ export interface UpstreamPoolDeps {
   connectTimeoutMs: number;
   /** Connections per source at most, below the source's pool_max (a pool kept beside the sessions', e.g. for measuring writes). */
   maxPerSource?: number;
+  /**
+   * The statement_timeout the pool's sessions start with, which RESET and DISCARD ALL restore: the source's
+   * statement_timeout_ms unless given (the measuring pool's sessions start with the write estimate's bound).
+   */
+  sessionTimeoutMs?: (config: PostgresConfig) => number;
 }
 
 interface Waiter {
@@ -419,6 +424,7 @@ export class UpstreamPools {
     const { address } = await this.deps.checkTarget(sourceId, config.host);
     const params = new Map<string, string>();
     const path = config.privileges === 'managed' && config.masked_reads === true ? MASKED_READS_PATH : GOVERNED_PATH;
+    const statementTimeoutMs = this.deps.sessionTimeoutMs?.(config) ?? config.statement_timeout_ms;
     type RawConnection = { stream: net.Socket; on(e: string, f: (m: { parameterName: string; parameterValue: string }) => void): void };
     const rawConnection = (client: pg.Client) => (client as unknown as { connection: RawConnection }).connection;
     let client: pg.Client;
@@ -431,7 +437,7 @@ export class UpstreamPools {
         timeoutMs: Math.min(config.connect_timeout_ms, this.deps.connectTimeoutMs),
         applicationName: 'gatehouse',
         clientOptions: {
-          statement_timeout: config.statement_timeout_ms,
+          statement_timeout: statementTimeoutMs,
           // Session defaults from the startup packet outrank role and database defaults, and RESET / DISCARD ALL restore
           // them: PostgreSQL keeps reading statements the way the gateway governed them (see parsesAsGoverned).
           options: sessionOptions(path),
@@ -445,7 +451,7 @@ export class UpstreamPools {
       this.deps.log.warn({ source_id: sourceId, problem: sanitizePgError(err) }, 'upstream connection failed');
       throw new GatehouseError('upstream_failed', `The upstream database is unavailable (${sanitizePgError(err)}).`, { cause: err });
     }
-    await this.#checkSessionSettings(sourceId, client, path, config.statement_timeout_ms);
+    await this.#checkSessionSettings(sourceId, client, path, statementTimeoutMs);
     const connection = rawConnection(client);
     const stream = connection.stream;
     // Take the socket over from pg: its parser stops, ours starts. Nothing is in flight after ReadyForQuery.

@@ -37,7 +37,8 @@ async function createPostgresRuntime(services: Services): Promise<PostgresRuntim
     connectTimeoutMs: config.gateway.timeouts.upstream_connect_ms,
   };
   const pools = new UpstreamPools(poolDeps);
-  const measurePools = new UpstreamPools({ ...poolDeps, maxPerSource: MEASURE_CONNECTIONS });
+  // Its sessions start bounded by the estimate's timeout, so an estimate need not set it (docs/decisions/0029, TPC-B addendum).
+  const measurePools = new UpstreamPools({ ...poolDeps, maxPerSource: MEASURE_CONNECTIONS, sessionTimeoutMs: (c) => c.write_risk.estimate_timeout_ms });
   services.onClose(() => pools.close());
   services.onClose(() => measurePools.close());
   const catalogPools = new UpstreamPools({ ...poolDeps, maxPerSource: CATALOG_CONNECTIONS });

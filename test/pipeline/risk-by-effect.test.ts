@@ -216,6 +216,31 @@ describe('fail closed', () => {
   });
 });
 
+describe('the estimate is bounded on the source', () => {
+  test('an estimate blocked on a lock is cancelled by the source at estimate_timeout_ms, and the write queues', async () => {
+    await ww.direct(async (locker) => {
+      await locker.query('begin; lock table small in access exclusive mode');
+      try {
+        const started = Date.now();
+        const r = await psqlWrite("update small set note = 'x' where id = 1");
+        expect(r.queued, r.stderr).toBe(true);
+        expect(Date.now() - started).toBeGreaterThanOrEqual(2_000);
+        const a = await approval(r.approvalId!);
+        expect(a.request_metadata.risk_reasons.join(' ')).toMatch(/could not be estimated \(timed out\)/);
+        // The measuring session's own statement_timeout (estimate_timeout_ms, 2 s by default) ends its EXPLAIN on the
+        // source: nothing of the gateway is left waiting on the lock, while the lock is still held.
+        const waiting = () => scalar("select count(*) from pg_stat_activity where state = 'active' and wait_event_type = 'Lock' and query like 'EXPLAIN%'");
+        const deadline = Date.now() + 1_500;
+        while ((await waiting()) !== '0' && Date.now() < deadline) await new Promise((res) => setTimeout(res, 50));
+        expect(await waiting()).toBe('0');
+      } finally {
+        await locker.query('rollback');
+      }
+    });
+    expect(await scalar("select count(*) from small where note = 'x'")).toBe('0');
+  });
+});
+
 describe('per-source thresholds', () => {
   test('write_risk in connection_config sets them: raised, the whole-table write runs; preview_max_rows bounds the exact count', async () => {
     const registry = ww.world.svc.running.services.registry;
