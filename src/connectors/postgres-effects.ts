@@ -78,12 +78,25 @@ const withTimeout = <T>(p: Promise<T>, ms: number): Promise<T> =>
     );
   });
 
-/** Whole-table row counts as the planner sees them now (pg_class.reltuples scaled to the table's current size), for the tables rewritten. */
-async function tableRows(run: Run, targets: readonly Target[]): Promise<Map<string, number>> {
-  const sizes = new Map<string, number>();
+/**
+ * The tables whose size the share rule weighs (effectRisks): those of which the write rewrites or removes more than
+ * `shareMinRows` rows, all its targets on the table together. Another table's size cannot change the decision, and
+ * asking for it was one more round trip on every targeted write (docs/decisions/0029, TPC-B addendum).
+ */
+export function tablesToSize(targets: readonly Pick<Target, 'schema' | 'name' | 'operation' | 'rows'>[], shareMinRows: number): Set<string> {
+  const rewritten = new Map<string, number>();
   for (const t of targets) {
     const key = `${t.schema}.${t.name}`;
-    if (t.operation === 'insert' || sizes.has(key)) continue;
+    if (t.operation !== 'insert') rewritten.set(key, (rewritten.get(key) ?? 0) + t.rows);
+  }
+  return new Set([...rewritten].filter(([, rows]) => rows > shareMinRows).map(([key]) => key));
+}
+
+/** Whole-table row counts as the planner sees them now (pg_class.reltuples scaled to the table's current size), for the tables of tablesToSize. */
+async function tableRows(run: Run, targets: readonly Target[], shareMinRows: number): Promise<Map<string, number>> {
+  const sizes = new Map<string, number>();
+  for (const key of tablesToSize(targets, shareMinRows)) {
+    const t = targets.find((x) => `${x.schema}.${x.name}` === key)!;
     const r = await run(`EXPLAIN (FORMAT JSON) SELECT 1 FROM ${quoteIdent(t.schema)}.${quoteIdent(t.name)}`);
     const plan = JSON.parse(r.rows[0]?.[0] ?? 'null') as [{ Plan: PlanNode }] | null;
     if (!plan?.[0]?.Plan) throw new Error('no plan');
@@ -150,7 +163,7 @@ export class PostgresWriteEffects implements WriteEffectPort {
           const plan = await run(`EXPLAIN (VERBOSE, FORMAT JSON) ${r.sql}`, r.params);
           const targets = writeTargets(plan.rows[0]?.[0], false);
           if (targets.length === 0) return { ok: false, reason: 'the plan writes no table' };
-          const sizes = await tableRows(run, targets);
+          const sizes = await tableRows(run, targets, share_min_rows);
           return { ok: true, rows: total(targets), tables: effectsOf(targets, sizes) };
         }),
         config.write_risk.estimate_timeout_ms,

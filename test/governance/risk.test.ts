@@ -2,6 +2,7 @@
 import { describe, expect, it } from 'vitest';
 import fc from 'fast-check';
 import { approvalVerdict, assessRisk, effectRisks, grownSinceApproval, needsWriteEstimate, type WriteEstimate } from '../../src/governance/risk.js';
+import { tablesToSize } from '../../src/connectors/postgres-effects.js';
 
 const T = { max_rows: 1000, max_table_share: 0.5, share_min_rows: 10 };
 const update = (rows: number, tableRows: number): WriteEstimate => ({ ok: true, rows, tables: [{ table: 'public.t', operation: 'update', rows, tableRows }] });
@@ -50,6 +51,36 @@ describe('effectRisks', () => {
         const over = rows > T.max_rows || (rows > T.share_min_rows && rows / Math.max(tableRows, 1) > T.max_table_share);
         expect(risk.level === 'high').toBe(over);
         expect(approvalVerdict({ isWrite: true, policyEffect: 'allow', roleApproval: 'by_risk', risk }).required).toBe(over);
+      }),
+    );
+  });
+});
+
+describe('the table sizes a write estimate looks up (tablesToSize)', () => {
+  it('property: sizing only the tables it names gives the decision that sizing every table would', () => {
+    const target = fc.record({
+      schema: fc.constant('public'),
+      name: fc.constantFrom('a', 'b', 'c'),
+      operation: fc.constantFrom('update' as const, 'delete' as const, 'merge' as const, 'insert' as const),
+      rows: fc.oneof(fc.integer({ min: 0, max: 30 }), fc.double({ min: 0, max: 30, noNaN: true })),
+    });
+    fc.assert(
+      fc.property(fc.array(target, { minLength: 1, maxLength: 5 }), fc.integer({ min: 0, max: 20 }), fc.integer({ min: 1, max: 60 }), (targets, shareMinRows, size) => {
+        const thresholds = { ...T, share_min_rows: shareMinRows };
+        const sized = tablesToSize(targets, shareMinRows);
+        const estimate = (sizeOf: (table: string) => number | null): WriteEstimate => ({
+          ok: true,
+          rows: targets.reduce((n, t) => n + t.rows, 0),
+          tables: targets.map((t) => ({ table: `${t.schema}.${t.name}`, operation: t.operation, rows: t.rows, tableRows: t.operation === 'insert' ? null : sizeOf(`${t.schema}.${t.name}`) })),
+        });
+        const everyTable = effectRisks(estimate(() => size), thresholds);
+        const namedOnly = effectRisks(estimate((table) => (sized.has(table) ? size : null)), thresholds);
+        expect(namedOnly).toEqual(everyTable);
+        // A table the write touches by more than share_min_rows rows is always sized.
+        for (const t of targets) {
+          const rewritten = targets.filter((x) => x.name === t.name && x.operation !== 'insert').reduce((n, x) => n + x.rows, 0);
+          if (rewritten > shareMinRows) expect(sized.has(`public.${t.name}`)).toBe(true);
+        }
       }),
     );
   });
