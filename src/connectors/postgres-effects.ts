@@ -157,8 +157,8 @@ export class PostgresWriteEffects implements WriteEffectPort {
       const estimate = await withTimeout(
         this.executor.withSession(r.source, r.identity, async (run): Promise<WriteEstimate> => {
           // Bounded on the server too, so a timed-out estimate does not keep its connection planning: the measuring
-          // pool's sessions start with statement_timeout = estimate_timeout_ms (postgres-runtime.ts), and DISCARD ALL
-          // on release restores it after a preview's SET LOCAL.
+          // pool's sessions start with statement_timeout = estimate_timeout_ms (postgres-runtime.ts), which DISCARD ALL
+          // on release restores whatever a session set.
           // EXPLAIN without ANALYZE plans the statement with its bound parameters; it does not run it.
           const plan = await run(`EXPLAIN (VERBOSE, FORMAT JSON) ${r.sql}`, r.params);
           const targets = writeTargets(plan.rows[0]?.[0], false);
