@@ -208,6 +208,11 @@ function createPool(parsed: ParsedUrl, opts: ControlStoreOptions, ssl: Connectio
     // not others, and PgBouncer refuses the connection for it ("unsupported startup parameter").
     ...(opts.statementTimeoutMs && opts.pooler !== 'transaction' ? { statement_timeout: opts.statementTimeoutMs } : {}),
   });
+  // A new client listens for errors from the moment the pool has it: the server's FATAL (a shutdown, a postmaster that
+  // died) can come in the same read as the ReadyForQuery that completes the connection, after the pool stopped
+  // listening for it and before the caller could, and an unheard 'error' stops the process. The caller's own listener
+  // (translatingPool, poolCopyIn) still marks the connection broken.
+  pool.on('connect', (client) => client.on('error', () => undefined));
   // An idle client losing its server emits on the pool; unhandled, it would crash the process.
   pool.on('error', (error) => {
     const translated = translateConnectionError(error, parsed.target);

@@ -69,6 +69,34 @@ describe('openControlStore (PostgreSQL) failures', () => {
     }
   });
 
+  it('a server whose FATAL comes in the same read as the ReadyForQuery that completes the connection fails the open, and nothing is left unheard', async () => {
+    // What a server that is shutting down can send: the connection completes, and at once it is terminated (57P01).
+    const msg = (type: string, body: Buffer) => Buffer.concat([Buffer.from(type), Buffer.from([0, 0, 0, 0].map((_, i) => ((body.length + 4) >>> (24 - 8 * i)) & 0xff)), body]);
+    const int32 = (n: number) => Buffer.from([(n >>> 24) & 0xff, (n >>> 16) & 0xff, (n >>> 8) & 0xff, n & 0xff]);
+    const fatal = Buffer.concat([Buffer.from('SFATAL\0VFATAL\0C57P01\0Mterminating connection due to unexpected postmaster exit\0'), Buffer.from([0])]);
+    const burst = Buffer.concat([msg('R', int32(0)), msg('K', Buffer.concat([int32(4242), int32(1)])), msg('Z', Buffer.from('I')), msg('E', fatal)]);
+    const sockets: net.Socket[] = [];
+    const server = net.createServer((sock) => {
+      sockets.push(sock);
+      sock.on('error', () => undefined);
+      sock.once('data', () => sock.end(burst));
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    const unheard: unknown[] = [];
+    const onUncaught = (error: unknown) => unheard.push(error);
+    process.on('uncaughtException', onUncaught);
+    try {
+      const { port } = server.address() as net.AddressInfo;
+      await openFailure(options(`postgres://postgres:${PASSWORD}@127.0.0.1:${port}/control`));
+      await new Promise((resolve) => setTimeout(resolve, 100));
+      expect(unheard).toEqual([]);
+    } finally {
+      process.off('uncaughtException', onUncaught);
+      for (const s of sockets) s.destroy();
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+    }
+  });
+
   it('reports a missing database as such, without the password', async () => {
     const { error } = await openFailure(options(`postgres://postgres:${PASSWORD}@127.0.0.1:5432/gh_no_such_database_${Date.now()}`));
     expect(error.reason).toBe('unknown_database');
