@@ -6,6 +6,7 @@ import type { z } from 'zod';
 import { configSchema, secretRefPaths, type Config } from './schema.js';
 import { isSecretRef, resolveSecretRef, Secrets, type SecretRefResult } from './secrets.js';
 import { crossFieldProblems, productionProblems } from './invariants.js';
+import { deepFreeze } from '../util/freeze.js';
 
 export const ENV_PREFIX = 'SERVICE_';
 export const CONFIG_PATH_ENV = 'SERVICE_CONFIG_PATH';
@@ -354,14 +355,6 @@ export function getPath(obj: unknown, dotted: string): unknown {
     node = node[s];
   }
   return node;
-}
-
-function deepFreeze<T>(value: T): T {
-  if (typeof value === 'object' && value !== null && !Object.isFrozen(value)) {
-    Object.freeze(value);
-    for (const v of Object.values(value)) deepFreeze(v);
-  }
-  return value;
 }
 
 function dedupe(lines: string[]): string[] {

@@ -1,5 +1,6 @@
 // The PostgreSQL connector: connection_config schema and a real connection test (connect + SELECT 1) with sanitized errors.
 import { z } from 'zod';
+import { parsedConfigReader } from './parsed-config.js';
 import type { Connector, ConnectionTestContext, ConnectionTestResult, CredentialField } from './types.js';
 import { isValidSecretRef, resolveCredential } from './credentials.js';
 import { connectPostgres } from './postgres-connect.js';
@@ -70,31 +71,11 @@ export const postgresConfigSchema = z
 
 export type PostgresConfig = z.output<typeof postgresConfigSchema>;
 
-const parsedConfigs = new WeakMap<object, PostgresConfig | null>();
-
-function deepFreeze<T>(value: T): T {
-  if (value !== null && typeof value === 'object' && !Object.isFrozen(value)) {
-    Object.freeze(value);
-    for (const v of Object.values(value)) deepFreeze(v);
-  }
-  return value;
-}
-
 /**
- * A source's PostgreSQL configuration, or null when it is invalid. Parsed once per configuration object (the source
- * registry makes a new one on every change), frozen, and shared: sessions, write estimates, pools and the wire listener
- * each parsed it again on every statement or acquire (docs/decisions/0029, TPC-B addendum).
+ * A source's PostgreSQL configuration, or null when it is invalid: parsed once per configuration object, frozen and
+ * shared by sessions, write estimates, pools and the wire listener (parsed-config.ts).
  */
-export function postgresConfigOf(source: { readonly connection_config: Record<string, unknown> }): PostgresConfig | null {
-  const raw = source.connection_config;
-  let config = parsedConfigs.get(raw);
-  if (config === undefined) {
-    const parsed = postgresConfigSchema.safeParse(raw);
-    config = parsed.success ? deepFreeze(parsed.data) : null;
-    parsedConfigs.set(raw, config);
-  }
-  return config;
-}
+export const postgresConfigOf = parsedConfigReader(postgresConfigSchema);
 
 /** Node's verification failures of a chain it cannot anchor in the trusted roots. */
 const UNTRUSTED_CERT_CODES: ReadonlySet<string> = new Set([

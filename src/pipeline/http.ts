@@ -3,8 +3,8 @@ import { GatehouseError } from '../errors/registry.js';
 import { isCacheEligible, isRequestCacheable } from '../governance/cache-scope.js';
 import { upstreamRequest, type UpstreamMethod } from '../egress/request.js';
 import { resolveCredential } from '../connectors/credentials.js';
-import { httpConfigSchema, type HttpConfig } from '../connectors/http.js';
-import type { RegisteredSource } from '../registry/sources.js';
+import { httpConfigSchema } from '../connectors/http.js';
+import { parsedConfigReader } from '../connectors/parsed-config.js';
 import { scanBody, type PiiMode, type PiiScanner } from '../governance/pii/index.js';
 import type { EgressDispatcher } from '../egress/agent.js';
 import type { CircuitRegistry } from '../egress/circuit.js';
@@ -80,22 +80,8 @@ function cacheScope(req: HttpExecution) {
   };
 }
 
-/**
- * Parsed connection configs by the registry's config object: the registry replaces a source's object on every
- * reload, so a changed config is parsed again, and the schema (zod) runs once per load instead of per request.
- */
-const parsedConfigs = new WeakMap<object, HttpConfig | null>();
-
-function httpConfigOf(source: RegisteredSource): HttpConfig | null {
-  const raw = source.connection_config;
-  let config = parsedConfigs.get(raw);
-  if (config === undefined) {
-    const parsed = httpConfigSchema.safeParse(raw);
-    config = parsed.success ? parsed.data : null;
-    parsedConfigs.set(raw, config);
-  }
-  return config;
-}
+/** A source's HTTP connection config, parsed once per configuration object (parsed-config.ts). */
+const httpConfigOf = parsedConfigReader(httpConfigSchema);
 
 /** Step 6: the target must be an allowed address for this source and its circuit must not be open. */
 export const checkEgress: HttpStage = {
