@@ -4,9 +4,8 @@ import type { Logger } from '../observability/logger.js';
 import type { TableEffect, WriteEstimate } from '../governance/risk.js';
 import type { MeasuredWriteEffect, WriteEffectPort, WriteEffectRequest, WritePreview } from '../pipeline/context.js';
 import { postgresConfigOf, type PostgresConfig } from './postgres.js';
-import { UpstreamSqlError, quoteIdent, type PostgresExecutor, type SqlResult } from './postgres-exec.js';
+import { UpstreamSqlError, quoteIdent, type PostgresExecutor, type SessionRun } from './postgres-exec.js';
 
-type Run = (sql: string, params?: readonly unknown[]) => Promise<SqlResult>;
 type PlanNode = Record<string, unknown>;
 
 const OPERATIONS: Readonly<Record<string, TableEffect['operation']>> = { Insert: 'insert', Update: 'update', Delete: 'delete', Merge: 'merge' };
@@ -93,11 +92,12 @@ export function tablesToSize(targets: readonly Pick<Target, 'schema' | 'name' | 
 }
 
 /** Whole-table row counts as the planner sees them now (pg_class.reltuples scaled to the table's current size), for the tables of tablesToSize. */
-async function tableRows(run: Run, targets: readonly Target[], shareMinRows: number): Promise<Map<string, number>> {
+async function tableRows(run: SessionRun, targets: readonly Target[], keys: ReadonlySet<string>): Promise<Map<string, number>> {
   const sizes = new Map<string, number>();
-  for (const key of tablesToSize(targets, shareMinRows)) {
+  let left = keys.size;
+  for (const key of keys) {
     const t = targets.find((x) => `${x.schema}.${x.name}` === key)!;
-    const r = await run(`EXPLAIN (FORMAT JSON) SELECT 1 FROM ${quoteIdent(t.schema)}.${quoteIdent(t.name)}`);
+    const r = await run(`EXPLAIN (FORMAT JSON) SELECT 1 FROM ${quoteIdent(t.schema)}.${quoteIdent(t.name)}`, [], { last: --left === 0 });
     const plan = JSON.parse(r.rows[0]?.[0] ?? 'null') as [{ Plan: PlanNode }] | null;
     if (!plan?.[0]?.Plan) throw new Error('no plan');
     sizes.set(key, num(plan[0].Plan['Plan Rows']));
@@ -154,20 +154,21 @@ export class PostgresWriteEffects implements WriteEffectPort {
     const { max_rows, max_table_share, share_min_rows } = config.write_risk;
     const thresholds = { max_rows, max_table_share, share_min_rows };
     try {
-      const estimate = await withTimeout(
-        this.executor.withSession(r.source, r.identity, async (run): Promise<WriteEstimate> => {
-          // Bounded on the server too, so a timed-out estimate does not keep its connection planning: the measuring
-          // pool's sessions start with statement_timeout = estimate_timeout_ms (postgres-runtime.ts), which DISCARD ALL
-          // on release restores whatever a session set.
-          // EXPLAIN without ANALYZE plans the statement with its bound parameters; it does not run it.
-          const plan = await run(`EXPLAIN (VERBOSE, FORMAT JSON) ${r.sql}`, r.params);
-          const targets = writeTargets(plan.rows[0]?.[0], false);
-          if (targets.length === 0) return { ok: false, reason: 'the plan writes no table' };
-          const sizes = await tableRows(run, targets, share_min_rows);
-          return { ok: true, rows: total(targets), tables: effectsOf(targets, sizes) };
-        }),
-        config.write_risk.estimate_timeout_ms,
-      );
+      const measure = async (): Promise<WriteEstimate> => {
+        // Bounded on the server too, so a timed-out estimate does not keep its connection planning: the measuring
+        // pool's sessions start with statement_timeout = estimate_timeout_ms (postgres-runtime.ts), which DISCARD ALL
+        // on release restores whatever a session set.
+        // EXPLAIN without ANALYZE plans the statement with its bound parameters; it does not run it. The session's
+        // reset goes with it (`last`): one round trip per estimate (docs/decisions/0029, pipelined reset).
+        const plan = await this.executor.withSession(r.source, r.identity, (run) => run(`EXPLAIN (VERBOSE, FORMAT JSON) ${r.sql}`, r.params, { last: true }));
+        const targets = writeTargets(plan.rows[0]?.[0], false);
+        if (targets.length === 0) return { ok: false, reason: 'the plan writes no table' };
+        // Only a write that rewrites or removes many rows of a table needs its size: a session of its own, rarely.
+        const toSize = tablesToSize(targets, share_min_rows);
+        const sizes = toSize.size === 0 ? null : await this.executor.withSession(r.source, r.identity, (run) => tableRows(run, targets, toSize));
+        return { ok: true, rows: total(targets), tables: effectsOf(targets, sizes) };
+      };
+      const estimate = await withTimeout(measure(), config.write_risk.estimate_timeout_ms);
       return { estimate, thresholds };
     } catch (err) {
       const reason = (err as { code?: unknown }).code === 'timeout' ? 'timed out' : reasonOf(err);
@@ -207,7 +208,7 @@ export class PostgresWriteEffects implements WriteEffectPort {
             const targets = writeTargets(plan.rows[0]?.[0], true);
             return { ok: true, rows: total(targets), tables: effectsOf(targets, null) };
           } finally {
-            await run('ROLLBACK');
+            await run('ROLLBACK', [], { last: true });
           }
         }),
         ms + 2_000,

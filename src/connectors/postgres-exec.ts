@@ -53,6 +53,9 @@ function sessionOptions(path: string): string {
  * reports neither): a pooler that drops startup parameters (PgBouncer's ignore_startup_parameters) would leave the
  * server's defaults, and the gateway would govern names under one path while PostgreSQL reads them under another.
  */
+/** The session reset of every pooled connection before reuse: transaction state, role, settings, prepared statements, temporary objects. */
+const RESET_SQL = 'DISCARD ALL';
+const RESET_QUERY = queryMessage(RESET_SQL);
 const SESSION_CHECK_QUERY = "select pg_catalog.current_setting('search_path') as search_path, (select s.setting from pg_catalog.pg_settings s where s.name = 'statement_timeout') as statement_timeout";
 
 /** An error the upstream answered, with its SQLSTATE and fields already sanitized. */
@@ -78,6 +81,11 @@ export class UpstreamConnection {
   broken = false;
   #reader: FrameReader;
   #handler: MessageHandler | null = null;
+  /**
+   * The session reset written behind the statement in flight (writeWithReset): `answered` is set when that statement's
+   * ReadyForQuery has arrived and the reset's own answer is being read; null when no reset was written.
+   */
+  #reset: { answered: Promise<boolean> | null } | null = null;
   #chunkEnd: (() => void) | null = null;
   readonly #sanitize: (text: string) => string;
 
@@ -142,6 +150,48 @@ export class UpstreamConnection {
 
   write(buf: Buffer): boolean {
     return this.socket.write(buf);
+  }
+
+  /**
+   * Writes a statement's messages (ending in Sync) and the pool's session reset behind them, in one write: the reset
+   * costs no round trip of its own (docs/decisions/0029, pipelined reset). The statement's handler calls readReset()
+   * at its ReadyForQuery; the pool's release then takes the reset's outcome (takeReset) instead of resetting anew.
+   */
+  writeWithReset(statement: Buffer): boolean {
+    this.#reset = { answered: null };
+    return this.write(Buffer.concat([statement, RESET_QUERY]));
+  }
+
+  /**
+   * At the ReadyForQuery of the statement written by writeWithReset: what follows is the reset's answer. Without a
+   * reset in flight this only stops the handler.
+   */
+  readReset(): void {
+    const reset = this.#reset;
+    if (reset === null || reset.answered !== null) return this.setHandler(null);
+    reset.answered = new Promise<boolean>((resolve) => {
+      let failed = false;
+      this.setHandler((type) => {
+        if (type === 0) {
+          this.setHandler(null);
+          resolve(false);
+        } else if (type === Backend.ErrorResponse) failed = true;
+        else if (type === Backend.ReadyForQuery) {
+          this.setHandler(null);
+          resolve(!failed);
+        }
+      });
+    });
+  }
+
+  /**
+   * The pipelined reset, once: `undefined` when none was written; null when its statement has not reached its
+   * ReadyForQuery (the session's state is unknown: not reusable); else whether the reset completed.
+   */
+  takeReset(): Promise<boolean> | null | undefined {
+    const reset = this.#reset;
+    this.#reset = null;
+    return reset === null ? undefined : reset.answered;
   }
 
   pause(): void {
@@ -212,6 +262,9 @@ export class UpstreamConnection {
     s.on('connect', () => s.end(cancelRequest(this.pid, this.secret)));
   }
 }
+
+/** A statement on a withSession session; `last` writes the session's reset behind it (PostgresExecutor.withSession). */
+export type SessionRun = (sql: string, params?: readonly unknown[], options?: { readonly last?: boolean }) => Promise<SqlResult>;
 
 /** Double-quoted identifier, as quote_ident would produce. */
 export function quoteIdent(name: string): string {
@@ -383,12 +436,17 @@ export class UpstreamPools {
   /** Resets the session (open transaction, role, settings, prepared statements, temp objects) before reuse; a connection that cannot be reset is closed. */
   async release(conn: UpstreamConnection): Promise<void> {
     const pool = this.#pools.get(conn.sourceId);
-    let reusable = !conn.broken && pool !== undefined;
+    // Written behind the session's last statement (writeWithReset); the reset below is only needed when it was not, or failed.
+    const pipelined = conn.takeReset();
+    let reusable = !conn.broken && pool !== undefined && pipelined !== null;
     if (reusable) {
       try {
-        conn.setHandler(null);
-        if (conn.transactionStatus !== 0x49) await conn.simple('ROLLBACK');
-        await conn.simple('DISCARD ALL');
+        const reset = pipelined !== undefined && (await pipelined) && conn.transactionStatus === 0x49;
+        if (!reset) {
+          conn.setHandler(null);
+          if (conn.transactionStatus !== 0x49) await conn.simple('ROLLBACK');
+          await conn.simple(RESET_SQL);
+        }
         // DISCARD ALL restores the startup settings; a connection whose session still reads SQL otherwise is closed.
         reusable = conn.parsesAsGoverned;
       } catch {
@@ -570,20 +628,28 @@ export class PostgresExecutor {
 
   /**
    * Several statements on one connection of the source, under the identity's role, for the gateway's own use (measuring
-   * a write's effect): results are not redacted and never reach an agent. The session is reset on release.
+   * a write's effect): results are not redacted and never reach an agent. The session is reset on release; a run marked
+   * `last` carries the reset behind it (no round trip of its own), and the session takes no statement after it.
    */
-  async withSession<T>(source: RegisteredSource, identity: ExecutorIdentity, fn: (run: (sql: string, params?: readonly unknown[]) => Promise<SqlResult>) => Promise<T>): Promise<T> {
+  async withSession<T>(source: RegisteredSource, identity: ExecutorIdentity, fn: (run: SessionRun) => Promise<T>): Promise<T> {
     const role = await this.#roleOf(source, identity);
     const conn = await this.pools.acquire(source);
+    let ended = false;
     try {
       if (role) await conn.simple(`SET ROLE ${quoteIdent(role)}`);
-      return await fn((sql, params = []) => this.#run(conn, { source, identity, sql, params, maxRows: 10_000 }));
+      return await fn((sql, params = [], options) => {
+        // After the reset the session no longer runs as the identity's role: nothing more may run on it.
+        if (ended) return Promise.reject(new Error('the session was already reset'));
+        ended = options?.last === true;
+        return this.#run(conn, { source, identity, sql, params, maxRows: 10_000 }, ended);
+      });
     } finally {
       await this.pools.release(conn);
     }
   }
 
-  #run(conn: UpstreamConnection, args: ExecuteSqlArgs): Promise<SqlResult> {
+  /** One statement with the extended protocol; with `resetBehind`, the pool's session reset is written behind it (writeWithReset). */
+  #run(conn: UpstreamConnection, args: ExecuteSqlArgs, resetBehind = false): Promise<SqlResult> {
     return new Promise((resolve, reject) => {
       const result: SqlResult = { columns: [], rows: [], rowCount: 0, truncated: false, redactions: 0, command: '' };
       let redactRow: ((values: readonly (string | null)[]) => { values: (string | null)[]; redactions: number }) | null = null;
@@ -626,6 +692,8 @@ export class PostgresExecutor {
             // failed at once instead of waiting for data forever. During COPY IN the Sync already sent is ignored, so
             // the upstream needs one more after the CopyFail to answer ReadyForQuery (docs/pgwire.md "COPY").
             conn.write(Buffer.concat([message(Frontend.CopyFail, Buffer.from('COPY FROM STDIN needs a client data stream: use the wire listener\0')), syncMessage()]));
+            // A reset written behind the statement (withSession's last run) reaches PostgreSQL in copy-in mode instead:
+            // it ends the connection (protocol synchronization lost), which the release then closes, never reuses.
             return;
           case Backend.CommandComplete:
             result.command = body.toString('utf8', 0, body.length - 1);
@@ -634,7 +702,9 @@ export class PostgresExecutor {
             error ??= new UpstreamSqlError(conn.sanitizeFields(parseErrorFields(body)));
             return;
           case Backend.ReadyForQuery:
-            conn.setHandler(null);
+            // What follows is the reset's answer when one was written behind (readReset stops the handler otherwise).
+            if (resetBehind) conn.readReset();
+            else conn.setHandler(null);
             if (error) reject(error);
             else {
               result.rowCount = result.rows.length;
@@ -645,15 +715,15 @@ export class PostgresExecutor {
             return;
         }
       });
-      conn.write(
-        Buffer.concat([
-          parseMessage('', args.sql),
-          bindMessage('', '', args.params.map(paramValue)),
-          describePortal(''),
-          executeMessage('', args.maxRows + 1 > 0x7fffffff ? 0 : args.maxRows),
-          syncMessage(),
-        ]),
-      );
+      const statement = Buffer.concat([
+        parseMessage('', args.sql),
+        bindMessage('', '', args.params.map(paramValue)),
+        describePortal(''),
+        executeMessage('', args.maxRows + 1 > 0x7fffffff ? 0 : args.maxRows),
+        syncMessage(),
+      ]);
+      if (resetBehind) conn.writeWithReset(statement);
+      else conn.write(statement);
     });
   }
 }

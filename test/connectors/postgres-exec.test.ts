@@ -1,0 +1,164 @@
+// The executor's sessions against the local PostgreSQL: a session's reset written behind its last statement (no round trip of its own) leaves the pooled connection as clean as a reset of its own, and every way it can fail falls back to one.
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, test, vi } from 'vitest';
+import pg from 'pg';
+import { PostgresExecutor, UpstreamConnection, UpstreamPools, UpstreamSqlError } from '../../src/connectors/postgres-exec.js';
+import { Frontend } from '../../src/gateway/pgwire/protocol.js';
+import { createPiiScanner } from '../../src/governance/pii/index.js';
+import { createLogger } from '../../src/observability/logger.js';
+import type { RegisteredSource } from '../../src/registry/sources.js';
+import { TEST_PG_HOST, TEST_PG_PORT } from '../support/pg.js';
+
+const log = createLogger({ level: 'silent', service: 'test', role: 'gateway' });
+const ROLE = `gh_exec_reset_${process.pid}`;
+const source = {
+  source_id: 'exec-src',
+  source_type: 'postgres',
+  enabled: true,
+  connection_config: { host: TEST_PG_HOST, port: TEST_PG_PORT, database: 'postgres', user: 'postgres', ssl_mode: 'disable' },
+} as unknown as RegisteredSource;
+const asRole = { mapped_pg_role: ROLE };
+const asLogin = { mapped_pg_role: null };
+
+let admin: pg.Client;
+let pools: UpstreamPools;
+let executor: PostgresExecutor;
+
+beforeAll(async () => {
+  admin = new pg.Client({ host: TEST_PG_HOST, port: TEST_PG_PORT, user: 'postgres', database: 'postgres' });
+  await admin.connect();
+  await admin.query(`drop role if exists ${ROLE}`);
+  await admin.query(`create role ${ROLE} nologin`);
+});
+
+afterAll(async () => {
+  await admin.query(`drop role if exists ${ROLE}`);
+  await admin.end();
+});
+
+beforeEach(() => {
+  pools = new UpstreamPools({ log, resolveSecretRef: () => ({ ok: false, problem: 'unset' }) as never, checkTarget: async (_id, host) => ({ address: host }), maxMessageBytes: 1 << 20, connectTimeoutMs: 5_000 });
+  executor = new PostgresExecutor(pools, createPiiScanner());
+});
+
+afterEach(async () => {
+  vi.restoreAllMocks();
+  await pools.close();
+});
+
+/** The session as a fresh statement sees it: backend, role, a setting the last statement changed, open transaction. */
+async function sessionState(): Promise<string[]> {
+  return executor.withSession(source, asLogin, async (run) => {
+    const r = await run("select pg_backend_pid()::text, current_user::text, current_setting('application_name'), (select count(*) from pg_prepared_statements)::text, pg_current_xact_id_if_assigned() is null", [], { last: true });
+    return r.rows[0]! as string[];
+  });
+}
+
+/** Every buffer the pool writes to its upstream connections. */
+function recordWrites(): Buffer[] {
+  const writes: Buffer[] = [];
+  const write = UpstreamConnection.prototype.write;
+  vi.spyOn(UpstreamConnection.prototype, 'write').mockImplementation(function (this: UpstreamConnection, buf: Buffer) {
+    writes.push(buf);
+    return write.call(this, buf);
+  });
+  return writes;
+}
+
+/** The Query messages in a written buffer (type 'Q'), as text. */
+function queriesIn(buf: Buffer): string[] {
+  const out: string[] = [];
+  for (let at = 0; at + 5 <= buf.length; ) {
+    const length = buf.readInt32BE(at + 1);
+    if (buf[at] === Frontend.Query) out.push(buf.toString('utf8', at + 5, at + length)); // body without the final NUL
+    at += 1 + length;
+  }
+  return out.map((q) => q.replace(/\0$/, ''));
+}
+
+describe('a session reset written behind the last statement', () => {
+  test('goes out with the statement, and the reused connection is as clean as after a reset of its own', async () => {
+    const [pid] = await sessionState();
+    const writes = recordWrites();
+    const changed = await executor.withSession(source, asRole, async (run) => {
+      await run('prepare kept as select 1');
+      const r = await run("select current_user::text, set_config('application_name', 'changed by the agent', false)", [], { last: true });
+      return r.rows[0];
+    });
+    expect(changed).toEqual([ROLE, 'changed by the agent']);
+    // SET ROLE, the first statement, then the last one with DISCARD ALL right behind its Sync: no write of the release's own.
+    expect(writes.map(queriesIn)).toEqual([[`SET ROLE "${ROLE}"`], [], ['DISCARD ALL']]);
+    expect(writes[2]!.subarray(0, 1).toString()).toBe('P');
+    vi.restoreAllMocks();
+    // The same backend, back to the login role, the startup application_name, no prepared statement, no transaction.
+    expect(await sessionState()).toEqual([pid, 'postgres', 'gatehouse', '0', 't']);
+    expect(pools.stats()[0]).toMatchObject({ open: 1, idle: 1 });
+  });
+
+  test('a last statement that fails still resets the session behind it', async () => {
+    const [pid] = await sessionState();
+    const writes = recordWrites();
+    await expect(
+      executor.withSession(source, asRole, async (run) => {
+        await run("select set_config('application_name', 'changed', false)");
+        return run('select * from no_such_table_anywhere', [], { last: true });
+      }),
+    ).rejects.toBeInstanceOf(UpstreamSqlError);
+    expect(writes.flatMap(queriesIn)).toEqual([`SET ROLE "${ROLE}"`, 'DISCARD ALL']);
+    vi.restoreAllMocks();
+    expect(await sessionState()).toEqual([pid, 'postgres', 'gatehouse', '0', 't']);
+  });
+
+  test('inside a transaction block the pipelined reset fails, and the release rolls back and resets anew', async () => {
+    const [pid] = await sessionState();
+    const writes = recordWrites();
+    await executor.withSession(source, asRole, async (run) => {
+      await run('begin');
+      await run("select set_config('application_name', 'in a transaction', false)", [], { last: true });
+    });
+    // DISCARD ALL cannot run in a transaction block (25001): the release's own ROLLBACK and DISCARD ALL follow.
+    expect(writes.flatMap(queriesIn)).toEqual([`SET ROLE "${ROLE}"`, 'DISCARD ALL', 'ROLLBACK', 'DISCARD ALL']);
+    vi.restoreAllMocks();
+    expect(await sessionState()).toEqual([pid, 'postgres', 'gatehouse', '0', 't']);
+  });
+
+  test('a COPY FROM STDIN as the last statement ends its connection: no hang, no reuse', async () => {
+    const [pid] = await sessionState();
+    // COPY … TO STDOUT answers in full before ReadyForQuery: the reset behind it completes.
+    await expect(executor.withSession(source, asRole, (run) => run('copy (select 1) to stdout', [], { last: true }))).resolves.toMatchObject({ command: 'COPY 1' });
+    expect(await sessionState()).toEqual([pid, 'postgres', 'gatehouse', '0', 't']);
+    // FROM STDIN: PostgreSQL reads the reset's Query in copy-in mode and ends the session (protocol synchronization lost).
+    const copied = executor.withSession(source, asRole, async (run) => {
+      await run('create temp table copy_target (n int)');
+      return run('copy copy_target from stdin', [], { last: true });
+    });
+    await expect(copied).rejects.toThrow('closed');
+    expect(pools.stats()[0]).toMatchObject({ open: 0, idle: 0 });
+    const [next] = await sessionState();
+    expect(next).not.toBe(pid);
+  });
+
+  test('no statement runs on a session after its last one', async () => {
+    const after = executor.withSession(source, asRole, async (run) => {
+      await run('select 1', [], { last: true });
+      return run('select current_user');
+    });
+    await expect(after).rejects.toThrow('already reset');
+    expect(pools.stats()[0]).toMatchObject({ open: 1, idle: 1 });
+  });
+
+  test('a connection whose last statement never answered is closed, not reused', async () => {
+    const [pid] = await sessionState();
+    // The statement is cancelled by the connection closing under it: its ReadyForQuery never comes.
+    await expect(
+      executor.withSession(source, asLogin, async (run) => {
+        const pending = run('select pg_sleep(30)', [], { last: true });
+        await new Promise((r) => setTimeout(r, 100));
+        await admin.query('select pg_terminate_backend($1)', [Number(pid)]);
+        return pending;
+      }),
+    ).rejects.toThrow();
+    expect(pools.stats()[0]).toMatchObject({ open: 0, idle: 0 });
+    const [next] = await sessionState();
+    expect(next).not.toBe(pid);
+  });
+});
