@@ -619,8 +619,7 @@ export class PostgresExecutor {
     const role = await this.#roleOf(args.source, args.identity);
     const conn = await this.pools.acquire(args.source);
     try {
-      if (role) await conn.simple(`SET ROLE ${quoteIdent(role)}`);
-      return await this.#run(conn, args);
+      return await this.#run(conn, args, { role: role || null });
     } finally {
       await this.pools.release(conn);
     }
@@ -629,31 +628,44 @@ export class PostgresExecutor {
   /**
    * Several statements on one connection of the source, under the identity's role, for the gateway's own use (measuring
    * a write's effect): results are not redacted and never reach an agent. The session is reset on release; a run marked
-   * `last` carries the reset behind it (no round trip of its own), and the session takes no statement after it.
+   * `last` carries the reset behind it (no round trip of its own), and the session takes no statement after it. A
+   * session whose first statement is its last (a write's estimate) sends the role, the statement and the reset in one
+   * write.
    */
   async withSession<T>(source: RegisteredSource, identity: ExecutorIdentity, fn: (run: SessionRun) => Promise<T>): Promise<T> {
-    const role = await this.#roleOf(source, identity);
+    let role = (await this.#roleOf(source, identity)) || null;
     const conn = await this.pools.acquire(source);
     let ended = false;
     try {
-      if (role) await conn.simple(`SET ROLE ${quoteIdent(role)}`);
-      return await fn((sql, params = [], options) => {
+      return await fn(async (sql, params = [], options) => {
         // After the reset the session no longer runs as the identity's role: nothing more may run on it.
-        if (ended) return Promise.reject(new Error('the session was already reset'));
+        if (ended) throw new Error('the session was already reset');
         ended = options?.last === true;
-        return this.#run(conn, { source, identity, sql, params, maxRows: 10_000 }, ended);
+        // The role goes with the statement only when no other follows: a failed statement would roll the role back
+        // with its implicit transaction, and a later statement would run without it.
+        if (role !== null && !ended) await conn.simple(`SET ROLE ${quoteIdent(role)}`);
+        const withRole = ended ? role : null;
+        role = null;
+        return this.#run(conn, { source, identity, sql, params, maxRows: 10_000 }, { role: withRole, resetBehind: ended });
       });
     } finally {
       await this.pools.release(conn);
     }
   }
 
-  /** One statement with the extended protocol; with `resetBehind`, the pool's session reset is written behind it (writeWithReset). */
-  #run(conn: UpstreamConnection, args: ExecuteSqlArgs, resetBehind = false): Promise<SqlResult> {
+  /**
+   * One statement with the extended protocol, in one write with what goes with it:
+   * - `role`: `SET ROLE` ahead of the statement, up to the same Sync. When it fails, PostgreSQL skips the statement
+   *   (an error skips every message up to Sync): nothing runs without the role.
+   * - `resetBehind`: the pool's session reset behind the Sync (writeWithReset).
+   */
+  #run(conn: UpstreamConnection, args: ExecuteSqlArgs, { role = null, resetBehind = false }: { role?: string | null; resetBehind?: boolean } = {}): Promise<SqlResult> {
     return new Promise((resolve, reject) => {
       const result: SqlResult = { columns: [], rows: [], rowCount: 0, truncated: false, redactions: 0, command: '' };
       let redactRow: ((values: readonly (string | null)[]) => { values: (string | null)[]; redactions: number }) | null = null;
       let error: Error | null = null;
+      // The SET ROLE's own completion comes first and is not the statement's.
+      let roleCompletions = role === null ? 0 : 1;
       conn.setHandler((type, _raw, body) => {
         switch (type) {
           case 0:
@@ -696,7 +708,8 @@ export class PostgresExecutor {
             // it ends the connection (protocol synchronization lost), which the release then closes, never reuses.
             return;
           case Backend.CommandComplete:
-            result.command = body.toString('utf8', 0, body.length - 1);
+            if (roleCompletions > 0) roleCompletions--;
+            else result.command = body.toString('utf8', 0, body.length - 1);
             return;
           case Backend.ErrorResponse:
             error ??= new UpstreamSqlError(conn.sanitizeFields(parseErrorFields(body)));
@@ -716,6 +729,7 @@ export class PostgresExecutor {
         }
       });
       const statement = Buffer.concat([
+        ...(role === null ? [] : [parseMessage('', `SET ROLE ${quoteIdent(role)}`), bindMessage('', '', []), executeMessage('', 0)]),
         parseMessage('', args.sql),
         bindMessage('', '', args.params.map(paramValue)),
         describePortal(''),

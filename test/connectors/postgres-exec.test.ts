@@ -10,6 +10,7 @@ import { TEST_PG_HOST, TEST_PG_PORT } from '../support/pg.js';
 
 const log = createLogger({ level: 'silent', service: 'test', role: 'gateway' });
 const ROLE = `gh_exec_reset_${process.pid}`;
+const TABLE = `gh_exec_probe_${process.pid}`;
 const source = {
   source_id: 'exec-src',
   source_type: 'postgres',
@@ -28,9 +29,13 @@ beforeAll(async () => {
   await admin.connect();
   await admin.query(`drop role if exists ${ROLE}`);
   await admin.query(`create role ${ROLE} nologin`);
+  await admin.query(`drop table if exists ${TABLE}`);
+  await admin.query(`create table ${TABLE} (n int)`);
+  await admin.query(`grant select, insert on ${TABLE} to ${ROLE}`);
 });
 
 afterAll(async () => {
+  await admin.query(`drop table if exists ${TABLE}`);
   await admin.query(`drop role if exists ${ROLE}`);
   await admin.end();
 });
@@ -64,16 +69,24 @@ function recordWrites(): Buffer[] {
   return writes;
 }
 
-/** The Query messages in a written buffer (type 'Q'), as text. */
-function queriesIn(buf: Buffer): string[] {
+/** The SQL a written buffer carries, in order: Query messages as they are, Parse messages as `parse: <sql>`. */
+function sqlIn(buf: Buffer): string[] {
   const out: string[] = [];
   for (let at = 0; at + 5 <= buf.length; ) {
     const length = buf.readInt32BE(at + 1);
-    if (buf[at] === Frontend.Query) out.push(buf.toString('utf8', at + 5, at + length)); // body without the final NUL
+    const body = buf.subarray(at + 5, at + 1 + length);
+    if (buf[at] === Frontend.Query) out.push(body.toString('utf8', 0, body.length - 1));
+    if (buf[at] === Frontend.Parse) {
+      const name = body.indexOf(0);
+      out.push(`parse: ${body.toString('utf8', name + 1, body.indexOf(0, name + 1))}`);
+    }
     at += 1 + length;
   }
-  return out.map((q) => q.replace(/\0$/, ''));
+  return out;
 }
+
+/** The Query messages in a written buffer (the simple protocol's statements). */
+const queriesIn = (buf: Buffer): string[] => sqlIn(buf).filter((q) => !q.startsWith('parse: '));
 
 describe('a session reset written behind the last statement', () => {
   test('goes out with the statement, and the reused connection is as clean as after a reset of its own', async () => {
@@ -160,5 +173,42 @@ describe('a session reset written behind the last statement', () => {
     expect(pools.stats()[0]).toMatchObject({ open: 0, idle: 0 });
     const [next] = await sessionState();
     expect(next).not.toBe(pid);
+  });
+});
+
+describe('the role a statement runs under, sent with it', () => {
+  test("a session's only statement carries SET ROLE ahead of it and the reset behind it: one write", async () => {
+    const [pid] = await sessionState();
+    const writes = recordWrites();
+    const r = await executor.withSession(source, asRole, (run) => run('select current_user::text', [], { last: true }));
+    expect(r).toMatchObject({ rows: [[ROLE]], command: 'SELECT 1' });
+    expect(writes.map(sqlIn)).toEqual([[`parse: SET ROLE "${ROLE}"`, 'parse: select current_user::text', 'DISCARD ALL']]);
+    vi.restoreAllMocks();
+    expect(await sessionState()).toEqual([pid, 'postgres', 'gatehouse', '0', 't']);
+  });
+
+  test('a buffered execution (MCP query, approved write) sends SET ROLE and its statement in one write', async () => {
+    const writes = recordWrites();
+    const r = await executor.executeSql({ source, identity: asRole, sql: `insert into ${TABLE} values (1) returning current_user::text`, params: [], maxRows: 10 });
+    expect(r).toMatchObject({ rows: [[ROLE]], command: 'INSERT 0 1' });
+    expect(writes.map(sqlIn)).toEqual([[`parse: SET ROLE "${ROLE}"`, `parse: insert into ${TABLE} values (1) returning current_user::text`], ['DISCARD ALL']]);
+  });
+
+  test('when SET ROLE fails, the statement behind it does not run', async () => {
+    const before = Number((await admin.query(`select count(*) from ${TABLE}`)).rows[0].count);
+    const missing = { mapped_pg_role: `${ROLE}_missing` };
+    await expect(executor.executeSql({ source, identity: missing, sql: `insert into ${TABLE} values (2)`, params: [], maxRows: 10 })).rejects.toMatchObject({ sqlstate: '22023' });
+    await expect(executor.withSession(source, missing, (run) => run(`insert into ${TABLE} values (3)`, [], { last: true }))).rejects.toMatchObject({ sqlstate: '22023' });
+    expect(Number((await admin.query(`select count(*) from ${TABLE}`)).rows[0].count)).toBe(before);
+    expect(await sessionState()).toMatchObject([expect.any(String), 'postgres', 'gatehouse', '0', 't']);
+    expect(pools.stats()[0]).toMatchObject({ open: 1, idle: 1 });
+  });
+
+  test('a session of several statements sets the role first, on its own: a failed statement cannot drop it for the next', async () => {
+    const r = await executor.withSession(source, asRole, async (run) => {
+      await expect(run('select * from no_such_table_anywhere')).rejects.toBeInstanceOf(UpstreamSqlError);
+      return run('select current_user::text', [], { last: true });
+    });
+    expect(r.rows).toEqual([[ROLE]]);
   });
 });
