@@ -53,6 +53,12 @@ function sessionOptions(path: string): string {
  * reports neither): a pooler that drops startup parameters (PgBouncer's ignore_startup_parameters) would leave the
  * server's defaults, and the gateway would govern names under one path while PostgreSQL reads them under another.
  */
+/**
+ * Text that may hold a COPY statement. Only a top-level COPY … FROM STDIN enters copy-in mode (PL/pgSQL and SQL
+ * functions cannot copy from the client), and PostgreSQL ends a session that receives a Query in copy-in mode: a
+ * statement that might be one is not given the reset behind it. A false match only costs the reset its round trip.
+ */
+const MAY_COPY_IN = /copy/i;
 /** The session reset of every pooled connection before reuse: transaction state, role, settings, prepared statements, temporary objects. */
 const RESET_SQL = 'DISCARD ALL';
 const RESET_QUERY = queryMessage(RESET_SQL);
@@ -619,7 +625,7 @@ export class PostgresExecutor {
     const role = await this.#roleOf(args.source, args.identity);
     const conn = await this.pools.acquire(args.source);
     try {
-      return await this.#run(conn, args, { role: role || null });
+      return await this.#run(conn, args, { role: role || null, resetBehind: !MAY_COPY_IN.test(args.sql) });
     } finally {
       await this.pools.release(conn);
     }

@@ -187,11 +187,24 @@ describe('the role a statement runs under, sent with it', () => {
     expect(await sessionState()).toEqual([pid, 'postgres', 'gatehouse', '0', 't']);
   });
 
-  test('a buffered execution (MCP query, approved write) sends SET ROLE and its statement in one write', async () => {
+  test('a buffered execution (MCP query, approved write) sends SET ROLE, its statement and the reset in one write', async () => {
+    const [pid] = await sessionState();
     const writes = recordWrites();
     const r = await executor.executeSql({ source, identity: asRole, sql: `insert into ${TABLE} values (1) returning current_user::text`, params: [], maxRows: 10 });
     expect(r).toMatchObject({ rows: [[ROLE]], command: 'INSERT 0 1' });
-    expect(writes.map(sqlIn)).toEqual([[`parse: SET ROLE "${ROLE}"`, `parse: insert into ${TABLE} values (1) returning current_user::text`], ['DISCARD ALL']]);
+    expect(writes.map(sqlIn)).toEqual([[`parse: SET ROLE "${ROLE}"`, `parse: insert into ${TABLE} values (1) returning current_user::text`, 'DISCARD ALL']]);
+    vi.restoreAllMocks();
+    expect(await sessionState()).toEqual([pid, 'postgres', 'gatehouse', '0', 't']);
+  });
+
+  test('a buffered execution that may be a COPY keeps its reset apart: COPY FROM STDIN fails alone and the connection stays', async () => {
+    const [pid] = await sessionState();
+    const writes = recordWrites();
+    await expect(executor.executeSql({ source, identity: asRole, sql: `copy ${TABLE} from stdin`, params: [], maxRows: 10 })).rejects.toThrow('needs a client data stream');
+    expect(writes.flatMap(queriesIn)).toEqual(['DISCARD ALL']);
+    expect(writes.at(-1)!.subarray(0, 1).toString()).toBe('Q');
+    vi.restoreAllMocks();
+    expect(await sessionState()).toEqual([pid, 'postgres', 'gatehouse', '0', 't']);
   });
 
   test('when SET ROLE fails, the statement behind it does not run', async () => {
