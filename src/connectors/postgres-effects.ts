@@ -159,7 +159,7 @@ export class PostgresWriteEffects implements WriteEffectPort {
         // pool's sessions start with statement_timeout = estimate_timeout_ms (postgres-runtime.ts), which DISCARD ALL
         // on release restores whatever a session set.
         // EXPLAIN without ANALYZE plans the statement with its bound parameters; it does not run it. The session's
-        // reset goes with it (`last`): one round trip per estimate (docs/decisions/0029, pipelined reset).
+        // reset goes with it (`last`): one round trip per estimate (docs/decisions/0029, "the measuring session in one write").
         const plan = await this.executor.withSession(r.source, r.identity, (run) => run(`EXPLAIN (VERBOSE, FORMAT JSON) ${r.sql}`, r.params, { last: true }));
         const targets = writeTargets(plan.rows[0]?.[0], false);
         if (targets.length === 0) return { ok: false, reason: 'the plan writes no table' };

@@ -49,11 +49,6 @@ function sessionOptions(path: string): string {
 }
 
 /**
- * What a new session holds of the settings its startup asked for that ParameterStatus does not report (PostgreSQL 15
- * reports neither): a pooler that drops startup parameters (PgBouncer's ignore_startup_parameters) would leave the
- * server's defaults, and the gateway would govern names under one path while PostgreSQL reads them under another.
- */
-/**
  * Text that may hold a COPY statement. Only a top-level COPY … FROM STDIN enters copy-in mode (PL/pgSQL and SQL
  * functions cannot copy from the client), and PostgreSQL ends a session that receives a Query in copy-in mode: a
  * statement that might be one is not given the reset behind it. A false match only costs the reset its round trip.
@@ -62,6 +57,12 @@ const MAY_COPY_IN = /copy/i;
 /** The session reset of every pooled connection before reuse: transaction state, role, settings, prepared statements, temporary objects. */
 const RESET_SQL = 'DISCARD ALL';
 const RESET_QUERY = queryMessage(RESET_SQL);
+
+/**
+ * What a new session holds of the settings its startup asked for that ParameterStatus does not report (PostgreSQL 15
+ * reports neither): a pooler that drops startup parameters (PgBouncer's ignore_startup_parameters) would leave the
+ * server's defaults, and the gateway would govern names under one path while PostgreSQL reads them under another.
+ */
 const SESSION_CHECK_QUERY = "select pg_catalog.current_setting('search_path') as search_path, (select s.setting from pg_catalog.pg_settings s where s.name = 'statement_timeout') as statement_timeout";
 
 /** An error the upstream answered, with its SQLSTATE and fields already sanitized. */
@@ -160,7 +161,7 @@ export class UpstreamConnection {
 
   /**
    * Writes a statement's messages (ending in Sync) and the pool's session reset behind them, in one write: the reset
-   * costs no round trip of its own (docs/decisions/0029, pipelined reset). The statement's handler calls readReset()
+   * costs no round trip of its own (docs/decisions/0029, "the measuring session in one write"). The statement's handler calls readReset()
    * at its ReadyForQuery; the pool's release then takes the reset's outcome (takeReset) instead of resetting anew.
    */
   writeWithReset(statement: Buffer): boolean {
@@ -710,8 +711,9 @@ export class PostgresExecutor {
             // failed at once instead of waiting for data forever. During COPY IN the Sync already sent is ignored, so
             // the upstream needs one more after the CopyFail to answer ReadyForQuery (docs/pgwire.md "COPY").
             conn.write(Buffer.concat([message(Frontend.CopyFail, Buffer.from('COPY FROM STDIN needs a client data stream: use the wire listener\0')), syncMessage()]));
-            // A reset written behind the statement (withSession's last run) reaches PostgreSQL in copy-in mode instead:
-            // it ends the connection (protocol synchronization lost), which the release then closes, never reuses.
+            // A reset written behind the statement reaches PostgreSQL in copy-in mode instead: it ends the connection
+            // (protocol synchronization lost), which the release then closes, never reuses. executeSql writes none
+            // behind a text that may hold a COPY (MAY_COPY_IN), so this happens only to a withSession statement.
             return;
           case Backend.CommandComplete:
             if (roleCompletions > 0) roleCompletions--;
