@@ -154,6 +154,7 @@ export class PostgresWriteEffects implements WriteEffectPort {
     const { max_rows, max_table_share, share_min_rows } = config.write_risk;
     const thresholds = { max_rows, max_table_share, share_min_rows };
     try {
+      const deadline = Date.now() + config.write_risk.estimate_timeout_ms;
       const measure = async (): Promise<WriteEstimate> => {
         // Bounded on the server too, so a timed-out estimate does not keep its connection planning: the measuring
         // pool's sessions start with statement_timeout = estimate_timeout_ms (postgres-runtime.ts), which DISCARD ALL
@@ -165,6 +166,8 @@ export class PostgresWriteEffects implements WriteEffectPort {
         if (targets.length === 0) return { ok: false, reason: 'the plan writes no table' };
         // Only a write that rewrites or removes many rows of a table needs its size: a session of its own, rarely.
         const toSize = tablesToSize(targets, share_min_rows);
+        // An estimate that already timed out (withTimeout answered for it) takes no second measuring connection.
+        if (toSize.size > 0 && Date.now() >= deadline) throw Object.assign(new Error('timed out'), { code: 'timeout' });
         const sizes = toSize.size === 0 ? null : await this.executor.withSession(r.source, r.identity, (run) => tableRows(run, targets, toSize));
         return { ok: true, rows: total(targets), tables: effectsOf(targets, sizes) };
       };

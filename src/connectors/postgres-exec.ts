@@ -244,6 +244,8 @@ export class UpstreamConnection {
 
   /** Runs SQL with the simple protocol for the connector's own housekeeping (SET ROLE, resets); nothing reaches a client. */
   simple(sql: string): Promise<void> {
+    // A closed socket reports its close once: a handler set after it would wait forever.
+    if (this.broken) return Promise.reject(new GatehouseError('upstream_failed', 'The upstream connection closed.'));
     return new Promise((resolve, reject) => {
       let error: UpstreamSqlError | null = null;
       this.setHandler((type, _raw, body) => {
@@ -269,6 +271,19 @@ export class UpstreamConnection {
     s.on('connect', () => s.end(cancelRequest(this.pid, this.secret)));
   }
 }
+
+/**
+ * The messages that set the role ahead of a statement in the statement's own write, up to its Sync. The COMMIT makes
+ * the role the session's before the statement starts: in the statement's transaction, a ROLLBACK inside a DO block or
+ * a procedure would undo SET ROLE and run the rest of the body as the login role, and PostgreSQL would refuse
+ * statements that cannot run in a pipeline (VACUUM, CREATE INDEX CONCURRENTLY). After the COMMIT the statement runs
+ * as it would after a SET ROLE of its own round trip.
+ */
+function roleAhead(role: string): Buffer[] {
+  return [parseMessage('', `SET ROLE ${quoteIdent(role)}`), bindMessage('', '', []), executeMessage('', 0), parseMessage('', 'COMMIT'), bindMessage('', '', []), executeMessage('', 0)];
+}
+/** CommandComplete messages of roleAhead's statements (SET, COMMIT), answered before the statement's own. */
+const ROLE_AHEAD_COMPLETIONS = 2;
 
 /** A statement on a withSession session; `last` writes the session's reset behind it (PostgresExecutor.withSession). */
 export type SessionRun = (sql: string, params?: readonly unknown[], options?: { readonly last?: boolean }) => Promise<SqlResult>;
@@ -449,6 +464,8 @@ export class UpstreamPools {
     if (reusable) {
       try {
         const reset = pipelined !== undefined && (await pipelined) && conn.transactionStatus === 0x49;
+        // The connection may have closed while the reset's answer was awaited.
+        if (conn.broken) throw new Error('closed');
         if (!reset) {
           conn.setHandler(null);
           if (conn.transactionStatus !== 0x49) await conn.simple('ROLLBACK');
@@ -662,17 +679,19 @@ export class PostgresExecutor {
 
   /**
    * One statement with the extended protocol, in one write with what goes with it:
-   * - `role`: `SET ROLE` ahead of the statement, up to the same Sync. When it fails, PostgreSQL skips the statement
-   *   (an error skips every message up to Sync): nothing runs without the role.
+   * - `role`: `SET ROLE` and `COMMIT` ahead of the statement, up to the same Sync (roleAhead). When SET ROLE fails,
+   *   PostgreSQL skips the statement (an error skips every message up to Sync): nothing runs without the role.
    * - `resetBehind`: the pool's session reset behind the Sync (writeWithReset).
    */
   #run(conn: UpstreamConnection, args: ExecuteSqlArgs, { role = null, resetBehind = false }: { role?: string | null; resetBehind?: boolean } = {}): Promise<SqlResult> {
+    // As in simple(): a connection that already closed never answers.
+    if (conn.broken) return Promise.reject(new GatehouseError('upstream_failed', 'The upstream connection closed.'));
     return new Promise((resolve, reject) => {
       const result: SqlResult = { columns: [], rows: [], rowCount: 0, truncated: false, redactions: 0, command: '' };
       let redactRow: ((values: readonly (string | null)[]) => { values: (string | null)[]; redactions: number }) | null = null;
       let error: Error | null = null;
-      // The SET ROLE's own completion comes first and is not the statement's.
-      let roleCompletions = role === null ? 0 : 1;
+      // The completions of SET ROLE and its COMMIT come first and are not the statement's.
+      let roleCompletions = role === null ? 0 : ROLE_AHEAD_COMPLETIONS;
       conn.setHandler((type, _raw, body) => {
         switch (type) {
           case 0:
@@ -737,7 +756,7 @@ export class PostgresExecutor {
         }
       });
       const statement = Buffer.concat([
-        ...(role === null ? [] : [parseMessage('', `SET ROLE ${quoteIdent(role)}`), bindMessage('', '', []), executeMessage('', 0)]),
+        ...(role === null ? [] : roleAhead(role)),
         parseMessage('', args.sql),
         bindMessage('', '', args.params.map(paramValue)),
         describePortal(''),

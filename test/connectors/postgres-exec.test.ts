@@ -1,4 +1,5 @@
 // The executor's sessions against the local PostgreSQL: a session's reset written behind its last statement (no round trip of its own) leaves the pooled connection as clean as a reset of its own, and every way it can fail falls back to one.
+import net from 'node:net';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, test, vi } from 'vitest';
 import pg from 'pg';
 import { PostgresExecutor, UpstreamConnection, UpstreamPools, UpstreamSqlError } from '../../src/connectors/postgres-exec.js';
@@ -32,10 +33,15 @@ beforeAll(async () => {
   await admin.query(`drop table if exists ${TABLE}`);
   await admin.query(`create table ${TABLE} (n int)`);
   await admin.query(`grant select, insert on ${TABLE} to ${ROLE}`);
+  await admin.query(`alter table ${TABLE} owner to ${ROLE}`);
+  await admin.query(`grant create on schema public to ${ROLE}`);
+  await admin.query(`create or replace procedure ${TABLE}_rollback() language plpgsql as $$ begin rollback; insert into ${TABLE} values (case when current_user = '${ROLE}' then 10 else 11 end); end $$`);
 });
 
 afterAll(async () => {
+  await admin.query(`drop procedure if exists ${TABLE}_rollback()`);
   await admin.query(`drop table if exists ${TABLE}`);
+  await admin.query(`revoke create on schema public from ${ROLE}`);
   await admin.query(`drop role if exists ${ROLE}`);
   await admin.end();
 });
@@ -182,7 +188,7 @@ describe('the role a statement runs under, sent with it', () => {
     const writes = recordWrites();
     const r = await executor.withSession(source, asRole, (run) => run('select current_user::text', [], { last: true }));
     expect(r).toMatchObject({ rows: [[ROLE]], command: 'SELECT 1' });
-    expect(writes.map(sqlIn)).toEqual([[`parse: SET ROLE "${ROLE}"`, 'parse: select current_user::text', 'DISCARD ALL']]);
+    expect(writes.map(sqlIn)).toEqual([[`parse: SET ROLE "${ROLE}"`, 'parse: COMMIT', 'parse: select current_user::text', 'DISCARD ALL']]);
     vi.restoreAllMocks();
     expect(await sessionState()).toEqual([pid, 'postgres', 'gatehouse', '0', 't']);
   });
@@ -192,7 +198,7 @@ describe('the role a statement runs under, sent with it', () => {
     const writes = recordWrites();
     const r = await executor.executeSql({ source, identity: asRole, sql: `insert into ${TABLE} values (1) returning current_user::text`, params: [], maxRows: 10 });
     expect(r).toMatchObject({ rows: [[ROLE]], command: 'INSERT 0 1' });
-    expect(writes.map(sqlIn)).toEqual([[`parse: SET ROLE "${ROLE}"`, `parse: insert into ${TABLE} values (1) returning current_user::text`, 'DISCARD ALL']]);
+    expect(writes.map(sqlIn)).toEqual([[`parse: SET ROLE "${ROLE}"`, 'parse: COMMIT', `parse: insert into ${TABLE} values (1) returning current_user::text`, 'DISCARD ALL']]);
     vi.restoreAllMocks();
     expect(await sessionState()).toEqual([pid, 'postgres', 'gatehouse', '0', 't']);
   });
@@ -223,5 +229,74 @@ describe('the role a statement runs under, sent with it', () => {
       return run('select current_user::text', [], { last: true });
     });
     expect(r.rows).toEqual([[ROLE]]);
+  });
+});
+
+describe('the role ahead of the statement is the session\'s before the statement starts', () => {
+  const count = async (n: number) => Number((await admin.query(`select count(*) from ${TABLE} where n = $1`, [n])).rows[0].count);
+
+  test('a ROLLBACK inside a DO block or a procedure does not drop the role for the rest of its body', async () => {
+    const [asRoleBefore, asLoginBefore] = [await count(10), await count(11)];
+    // The body inserts 10 as the role, 11 as anyone else (the login role is a superuser here).
+    await executor.executeSql({ source, identity: asRole, sql: `do $$ begin rollback; insert into ${TABLE} values (case when current_user = '${ROLE}' then 10 else 11 end); end $$`, params: [], maxRows: 10 });
+    await admin.query(`grant execute on procedure ${TABLE}_rollback() to ${ROLE}`);
+    await executor.executeSql({ source, identity: asRole, sql: `call ${TABLE}_rollback()`, params: [], maxRows: 10 });
+    await executor.withSession(source, asRole, (run) => run(`call ${TABLE}_rollback()`, [], { last: true }));
+    expect([await count(10), await count(11)]).toEqual([asRoleBefore + 3, asLoginBefore]);
+  });
+
+  test('statements that cannot run in a transaction block or a pipeline run as they did with SET ROLE on its own', async () => {
+    for (const [sql, command] of [
+      [`vacuum ${TABLE}`, 'VACUUM'],
+      [`create index concurrently if not exists ${TABLE}_n on ${TABLE} (n)`, 'CREATE INDEX'],
+      [`drop index concurrently if exists ${TABLE}_n`, 'DROP INDEX'],
+    ] as const) {
+      await expect(executor.executeSql({ source, identity: asRole, sql, params: [], maxRows: 10 }), sql).resolves.toMatchObject({ command });
+    }
+  });
+});
+
+describe('a connection lost while the reset behind its statement is answered', () => {
+  test('neither hangs the execution nor keeps its pool slot', async () => {
+    // A relay that passes the statement's answer up to its ReadyForQuery, then closes both sides before the reset's.
+    let cut = false;
+    const relay = net.createServer((client) => {
+      const upstream = net.connect(TEST_PG_PORT, TEST_PG_HOST);
+      let armed = false;
+      let held = Buffer.alloc(0);
+      client.on('data', (d) => {
+        if (d.includes('DISCARD ALL\0') && d[0] === Frontend.Parse) armed = true;
+        upstream.write(d);
+      });
+      upstream.on('data', (d) => {
+        if (!armed) return void client.write(d);
+        held = Buffer.concat([held, d]);
+        for (let at = 0; at + 5 <= held.length; at += 1 + held.readInt32BE(at + 1)) {
+          if (held[at] !== 0x5a) continue; // ReadyForQuery
+          client.write(held.subarray(0, at + 1 + held.readInt32BE(at + 1)));
+          cut = true;
+          upstream.removeAllListeners('data');
+          setTimeout(() => (client.destroy(), upstream.destroy()), 20);
+          return;
+        }
+      });
+      client.on('error', () => upstream.destroy());
+      upstream.on('error', () => client.destroy());
+      client.on('close', () => upstream.destroy());
+    });
+    await new Promise<void>((r) => relay.listen(0, '127.0.0.1', r));
+    const port = (relay.address() as net.AddressInfo).port;
+    const relayed = { ...source, connection_config: { ...source.connection_config, port } } as RegisteredSource;
+    try {
+      const outcome = await Promise.race([
+        executor.executeSql({ source: relayed, identity: asLogin, sql: 'select 1', params: [], maxRows: 10 }).then((r) => r.command),
+        new Promise((r) => setTimeout(() => r('still pending after 5 s'), 5_000)),
+      ]);
+      expect(cut).toBe(true);
+      expect(outcome).toBe('SELECT 1');
+      expect(pools.stats().find((p) => p.open > 0)).toBeUndefined();
+    } finally {
+      relay.close();
+    }
   });
 });
