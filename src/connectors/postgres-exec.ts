@@ -273,17 +273,20 @@ export class UpstreamConnection {
 }
 
 /**
- * The messages that set the role ahead of a statement in the statement's own write, up to its Sync. The COMMIT makes
- * the role the session's before the statement starts: in the statement's transaction, a ROLLBACK inside a DO block or
- * a procedure would undo SET ROLE and run the rest of the body as the login role, and PostgreSQL would refuse
- * statements that cannot run in a pipeline (VACUUM, CREATE INDEX CONCURRENTLY). After the COMMIT the statement runs
- * as it would after a SET ROLE of its own round trip.
+ * The messages that set the role ahead of a statement in the statement's own write, up to its Sync: BEGIN, SET ROLE,
+ * COMMIT. The COMMIT makes the role the session's before the statement starts: in the statement's transaction, a
+ * ROLLBACK inside a DO block or a procedure would undo SET ROLE and run the rest of the body as the login role, and
+ * PostgreSQL would refuse statements that cannot run in a pipeline (VACUUM, CREATE INDEX CONCURRENTLY). The BEGIN
+ * gives the COMMIT a transaction block to end (without one, every execution logs WARNING 25P01 "there is no
+ * transaction in progress" on the source). After the COMMIT the statement runs as after a SET ROLE of its own round
+ * trip; when SET ROLE fails, the block is aborted and nothing up to the Sync runs.
  */
 function roleAhead(role: string): Buffer[] {
-  return [parseMessage('', `SET ROLE ${quoteIdent(role)}`), bindMessage('', '', []), executeMessage('', 0), parseMessage('', 'COMMIT'), bindMessage('', '', []), executeMessage('', 0)];
+  const run = (sql: string) => [parseMessage('', sql), bindMessage('', '', []), executeMessage('', 0)];
+  return [...run('BEGIN'), ...run(`SET ROLE ${quoteIdent(role)}`), ...run('COMMIT')];
 }
-/** CommandComplete messages of roleAhead's statements (SET, COMMIT), answered before the statement's own. */
-const ROLE_AHEAD_COMPLETIONS = 2;
+/** CommandComplete messages of roleAhead's statements (BEGIN, SET, COMMIT), answered before the statement's own. */
+const ROLE_AHEAD_COMPLETIONS = 3;
 
 /** A statement on a withSession session; `last` writes the session's reset behind it (PostgresExecutor.withSession). */
 export type SessionRun = (sql: string, params?: readonly unknown[], options?: { readonly last?: boolean }) => Promise<SqlResult>;
@@ -679,7 +682,7 @@ export class PostgresExecutor {
 
   /**
    * One statement with the extended protocol, in one write with what goes with it:
-   * - `role`: `SET ROLE` and `COMMIT` ahead of the statement, up to the same Sync (roleAhead). When SET ROLE fails,
+   * - `role`: `SET ROLE` in a block of its own ahead of the statement, up to the same Sync (roleAhead). When it fails,
    *   PostgreSQL skips the statement (an error skips every message up to Sync): nothing runs without the role.
    * - `resetBehind`: the pool's session reset behind the Sync (writeWithReset).
    */

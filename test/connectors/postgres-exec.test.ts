@@ -190,7 +190,7 @@ describe('the role a statement runs under, sent with it', () => {
     const writes = recordWrites();
     const r = await executor.withSession(source, asRole, (run) => run('select current_user::text', [], { last: true }));
     expect(r).toMatchObject({ rows: [[ROLE]], command: 'SELECT 1' });
-    expect(writes.map(sqlIn)).toEqual([[`parse: SET ROLE "${ROLE}"`, 'parse: COMMIT', 'parse: select current_user::text', 'DISCARD ALL']]);
+    expect(writes.map(sqlIn)).toEqual([['parse: BEGIN', `parse: SET ROLE "${ROLE}"`, 'parse: COMMIT', 'parse: select current_user::text', 'DISCARD ALL']]);
     vi.restoreAllMocks();
     expect(await sessionState()).toEqual([pid, 'postgres', 'gatehouse', '0', 't']);
   });
@@ -200,7 +200,7 @@ describe('the role a statement runs under, sent with it', () => {
     const writes = recordWrites();
     const r = await executor.executeSql({ source, identity: asRole, sql: `insert into ${TABLE} values (1) returning current_user::text`, params: [], maxRows: 10 });
     expect(r).toMatchObject({ rows: [[ROLE]], command: 'INSERT 0 1' });
-    expect(writes.map(sqlIn)).toEqual([[`parse: SET ROLE "${ROLE}"`, 'parse: COMMIT', `parse: insert into ${TABLE} values (1) returning current_user::text`, 'DISCARD ALL']]);
+    expect(writes.map(sqlIn)).toEqual([['parse: BEGIN', `parse: SET ROLE "${ROLE}"`, 'parse: COMMIT', `parse: insert into ${TABLE} values (1) returning current_user::text`, 'DISCARD ALL']]);
     vi.restoreAllMocks();
     expect(await sessionState()).toEqual([pid, 'postgres', 'gatehouse', '0', 't']);
   });
@@ -245,6 +245,19 @@ describe('the role ahead of the statement is the session\'s before the statement
     await executor.executeSql({ source, identity: asRole, sql: `call ${TABLE}_rollback()`, params: [], maxRows: 10 });
     await executor.withSession(source, asRole, (run) => run(`call ${TABLE}_rollback()`, [], { last: true }));
     expect([await count(10), await count(11)]).toEqual([asRoleBefore + 3, asLoginBefore]);
+  });
+
+  test('setting the role ahead raises no warning on the source (a COMMIT without its BEGIN would log one per execution)', async () => {
+    const types: number[] = [];
+    const setHandler = UpstreamConnection.prototype.setHandler;
+    vi.spyOn(UpstreamConnection.prototype, 'setHandler').mockImplementation(function (this: UpstreamConnection, handler, chunkEnd) {
+      const seen: typeof handler = handler === null ? null : (type, raw, body) => (types.push(type), handler(type, raw, body));
+      return setHandler.call(this, seen, chunkEnd);
+    });
+    await executor.executeSql({ source, identity: asRole, sql: 'select 1', params: [], maxRows: 10 });
+    await executor.withSession(source, asRole, (run) => run('select 1', [], { last: true }));
+    expect(types.filter((t) => t === 0x43).length).toBeGreaterThanOrEqual(8); // CommandComplete: the handler saw the answers
+    expect(types.filter((t) => t === 0x4e)).toEqual([]); // NoticeResponse
   });
 
   test('statements that cannot run in a transaction block or a pipeline run as they did with SET ROLE on its own', async () => {
