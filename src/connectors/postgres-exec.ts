@@ -161,8 +161,9 @@ export class UpstreamConnection {
 
   /**
    * Writes a statement's messages (ending in Sync) and the pool's session reset behind them, in one write: the reset
-   * costs no round trip of its own (docs/decisions/0029, "the measuring session in one write"). The statement's handler calls readReset()
-   * at its ReadyForQuery; the pool's release then takes the reset's outcome (takeReset) instead of resetting anew.
+   * costs no round trip of its own (docs/decisions/0029, "the measuring session in one write"). The statement's
+   * handler calls readReset() at its ReadyForQuery; the pool's release then takes the reset's outcome (takeReset)
+   * instead of resetting anew.
    */
   writeWithReset(statement: Buffer): boolean {
     this.#reset = { answered: null };
@@ -668,8 +669,9 @@ export class PostgresExecutor {
         // After the reset the session no longer runs as the identity's role: nothing more may run on it.
         if (ended) throw new Error('the session was already reset');
         ended = options?.last === true;
-        // The role goes with the statement only when no other follows: a failed statement would roll the role back
-        // with its implicit transaction, and a later statement would run without it.
+        // The role goes ahead of the statement only when no other follows: when SET ROLE fails there, the statement is
+        // skipped, and a later one (a caller going on after the error) would run without the role. Several statements
+        // get it first, on its own, and none runs when it fails.
         if (role !== null && !ended) await conn.simple(`SET ROLE ${quoteIdent(role)}`);
         const withRole = ended ? role : null;
         role = null;
@@ -693,7 +695,7 @@ export class PostgresExecutor {
       const result: SqlResult = { columns: [], rows: [], rowCount: 0, truncated: false, redactions: 0, command: '' };
       let redactRow: ((values: readonly (string | null)[]) => { values: (string | null)[]; redactions: number }) | null = null;
       let error: Error | null = null;
-      // The completions of SET ROLE and its COMMIT come first and are not the statement's.
+      // The completions of roleAhead's BEGIN, SET ROLE and COMMIT come first and are not the statement's.
       let roleCompletions = role === null ? 0 : ROLE_AHEAD_COMPLETIONS;
       conn.setHandler((type, _raw, body) => {
         switch (type) {
