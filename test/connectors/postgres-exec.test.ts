@@ -3,6 +3,7 @@ import net from 'node:net';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, test, vi } from 'vitest';
 import pg from 'pg';
 import { PostgresExecutor, UpstreamConnection, UpstreamPools, UpstreamSqlError } from '../../src/connectors/postgres-exec.js';
+import { PostgresWriteEffects } from '../../src/connectors/postgres-effects.js';
 import { Frontend } from '../../src/gateway/pgwire/protocol.js';
 import { createPiiScanner } from '../../src/governance/pii/index.js';
 import { createLogger } from '../../src/observability/logger.js';
@@ -35,11 +36,14 @@ beforeAll(async () => {
   await admin.query(`grant select, insert on ${TABLE} to ${ROLE}`);
   await admin.query(`alter table ${TABLE} owner to ${ROLE}`);
   await admin.query(`grant create on schema public to ${ROLE}`);
+  // Immutable, so the planner runs it while planning (constant folding): an EXPLAIN that takes 300 ms.
+  await admin.query(`create or replace function ${TABLE}_slow(n int) returns int immutable language plpgsql as $$ begin perform pg_sleep(0.3); return n; end $$`);
   await admin.query(`create or replace procedure ${TABLE}_rollback() language plpgsql as $$ begin rollback; insert into ${TABLE} values (case when current_user = '${ROLE}' then 10 else 11 end); end $$`);
 });
 
 afterAll(async () => {
   await admin.query(`drop procedure if exists ${TABLE}_rollback()`);
+  await admin.query(`drop function if exists ${TABLE}_slow(int)`);
   await admin.query(`drop table if exists ${TABLE}`);
   await admin.query(`revoke create on schema public from ${ROLE}`);
   await admin.query(`drop role if exists ${ROLE}`);
@@ -313,5 +317,20 @@ describe('a connection lost while the reset behind its statement is answered', (
     } finally {
       relay.close();
     }
+  });
+});
+
+describe("a write's estimate past its deadline", () => {
+  test("takes no second measuring session for a table's size once its caller was answered", async () => {
+    // Every write sized (share_min_rows 0), 100 ms to answer; this pool has no session timeout, so the EXPLAIN completes.
+    const measured = { ...source, connection_config: { ...source.connection_config, write_risk: { estimate_timeout_ms: 100, share_min_rows: 0 } } } as RegisteredSource;
+    const sessions = vi.spyOn(executor, 'withSession');
+    const effects = new PostgresWriteEffects(executor, log);
+    const r = await effects.estimate({ source: measured, identity: asLogin, sql: `update ${TABLE} set n = n where n > ${TABLE}_slow(0)`, params: [] });
+    expect(r.estimate).toEqual({ ok: false, reason: 'timed out' });
+    // The EXPLAIN ends 300 ms in and its session goes back to the pool; the size would be asked for right after it.
+    await vi.waitFor(() => expect(pools.stats()[0]).toMatchObject({ open: 1, idle: 1 }), { timeout: 10_000, interval: 50 });
+    await new Promise((done) => setTimeout(done, 200));
+    expect(sessions).toHaveBeenCalledTimes(1);
   });
 });
