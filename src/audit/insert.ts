@@ -67,13 +67,18 @@ export async function insertSealed(db: Kysely<any>, entries: readonly AuditEntry
  */
 export const ENCODE_SLICE = 64;
 
+/** Runs `each(i)` for i from 0 to n − 1, letting the event loop turn every ENCODE_SLICE of them. */
+async function inSlices(n: number, each: (i: number) => void): Promise<void> {
+  for (let i = 0; i < n; i++) {
+    if (i > 0 && i % ENCODE_SLICE === 0) await setImmediate();
+    each(i);
+  }
+}
+
 /** auditBinaryBatch, letting the event loop turn every ENCODE_SLICE entries. */
 async function encodeBatch(entries: readonly AuditEntry[]): Promise<AuditBinaryBatch | null> {
   const encoder = new BinaryBatchEncoder(entries.length);
-  for (let i = 0; i < entries.length; i++) {
-    if (i > 0 && i % ENCODE_SLICE === 0) await setImmediate();
-    encoder.add(entries[i]!);
-  }
+  await inSlices(entries.length, (i) => encoder.add(entries[i]!));
   return encoder.finish();
 }
 
@@ -125,11 +130,9 @@ export async function copySealed(
   }
   let seal: BatchSeal | null = null;
   if (chain) {
-    const digests = new Array<Buffer>(entries.length);
-    for (let i = 0; i < entries.length; i++) {
-      if (i > 0 && i % ENCODE_SLICE === 0) await setImmediate();
-      digests[i] = rowDigest(batch.tuples[i]!);
-    }
+    const { tuples } = batch;
+    const digests = new Array<Buffer>(tuples.length);
+    await inSlices(tuples.length, (i) => (digests[i] = rowDigest(tuples[i]!)));
     seal = chain.sealDigests(entries, digests);
   }
   const statement = seal ? `${AUDIT_COPY_BINARY_STATEMENT}; ${sealInsertSql(seal)}` : AUDIT_COPY_BINARY_STATEMENT;

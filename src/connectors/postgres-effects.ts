@@ -1,9 +1,8 @@
 // Measuring a write on its PostgreSQL source before it runs (the pipeline's WriteEffectPort): the planner's estimate from EXPLAIN, and for a queued write the exact count of a run that is always rolled back.
-import type { RegisteredSource } from '../registry/sources.js';
 import type { Logger } from '../observability/logger.js';
 import type { TableEffect, WriteEstimate } from '../governance/risk.js';
 import type { MeasuredWriteEffect, WriteEffectPort, WriteEffectRequest, WritePreview } from '../pipeline/context.js';
-import { postgresConfigOf, type PostgresConfig } from './postgres.js';
+import { postgresConfigOf } from './postgres.js';
 import { UpstreamSqlError, quoteIdent, type PostgresExecutor, type SessionRun } from './postgres-exec.js';
 
 type PlanNode = Record<string, unknown>;
@@ -56,15 +55,19 @@ export function writeTargets(planJson: string | null | undefined, analyzed: bool
 
 /** A failure as a reason safe for the audit entry and the approval: a class and a SQLSTATE, never the upstream's message (it may quote values). */
 function reasonOf(err: unknown): string {
+  if ((err as { code?: unknown })?.code === 'timeout') return 'timed out';
   if (err instanceof UpstreamSqlError) return err.sqlstate === '57014' ? 'timed out' : `the source refused to plan it (SQLSTATE ${err.sqlstate})`;
   const code = (err as { code?: unknown })?.code;
   if (code === 'upstream_failed' || code === 'unavailable') return 'the source is unavailable';
   return 'the plan could not be read';
 }
 
+/** The error an estimate or preview past its bound ends with (reasonOf: 'timed out'). */
+const timedOut = (): Error => Object.assign(new Error('timed out'), { code: 'timeout' });
+
 const withTimeout = <T>(p: Promise<T>, ms: number): Promise<T> =>
   new Promise<T>((resolve, reject) => {
-    const timer = setTimeout(() => reject(Object.assign(new Error('timed out'), { code: 'timeout' })), ms);
+    const timer = setTimeout(() => reject(timedOut()), ms);
     p.then(
       (v) => {
         clearTimeout(timer);
@@ -144,12 +147,8 @@ export class PostgresWriteEffects implements WriteEffectPort {
     private readonly log: Logger,
   ) {}
 
-  #config(source: RegisteredSource): PostgresConfig | null {
-    return postgresConfigOf(source);
-  }
-
   async estimate(r: WriteEffectRequest): Promise<MeasuredWriteEffect> {
-    const config = this.#config(r.source);
+    const config = postgresConfigOf(r.source);
     if (!config) return { estimate: { ok: false, reason: 'the source configuration is invalid' }, thresholds: { max_rows: 0, max_table_share: 0, share_min_rows: 0 } };
     const { max_rows, max_table_share, share_min_rows } = config.write_risk;
     const thresholds = { max_rows, max_table_share, share_min_rows };
@@ -167,14 +166,14 @@ export class PostgresWriteEffects implements WriteEffectPort {
         // Only a write that rewrites or removes many rows of a table needs its size: a session of its own, rarely.
         const toSize = tablesToSize(targets, share_min_rows);
         // An estimate that already timed out (withTimeout answered for it) takes no second measuring connection.
-        if (toSize.size > 0 && Date.now() >= deadline) throw Object.assign(new Error('timed out'), { code: 'timeout' });
+        if (toSize.size > 0 && Date.now() >= deadline) throw timedOut();
         const sizes = toSize.size === 0 ? null : await this.executor.withSession(r.source, r.identity, (run) => tableRows(run, targets, toSize));
         return { ok: true, rows: total(targets), tables: effectsOf(targets, sizes) };
       };
       const estimate = await withTimeout(measure(), config.write_risk.estimate_timeout_ms);
       return { estimate, thresholds };
     } catch (err) {
-      const reason = (err as { code?: unknown }).code === 'timeout' ? 'timed out' : reasonOf(err);
+      const reason = reasonOf(err);
       this.log.warn({ source_id: r.source.source_id, reason }, 'write effect could not be estimated; the write is treated as high risk');
       return { estimate: { ok: false, reason }, thresholds };
     }
@@ -188,7 +187,7 @@ export class PostgresWriteEffects implements WriteEffectPort {
    * approval then shows the estimate only.
    */
   async preview(r: WriteEffectRequest, estimate: WriteEstimate): Promise<WritePreview> {
-    const config = this.#config(r.source);
+    const config = postgresConfigOf(r.source);
     if (!config || !estimate.ok) return { ok: false, reason: 'no estimate to preview' };
     if (!config.write_risk.preview_exact_count) return { ok: false, reason: 'exact counts are turned off for this source' };
     if (estimate.rows > config.write_risk.preview_max_rows) return { ok: false, reason: `estimated above preview_max_rows ${config.write_risk.preview_max_rows}: not counted` };
@@ -217,7 +216,7 @@ export class PostgresWriteEffects implements WriteEffectPort {
         ms + 2_000,
       );
     } catch (err) {
-      const reason = (err as { code?: unknown }).code === 'timeout' ? 'timed out' : reasonOf(err);
+      const reason = reasonOf(err);
       return { ok: false, reason };
     }
   }

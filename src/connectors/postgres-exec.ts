@@ -639,7 +639,8 @@ export class PostgresExecutor {
       const managed = await this.#sessionRole(source, identity.id);
       if (managed !== null) return managed;
     }
-    return identity.mapped_pg_role;
+    // An empty mapped role is none.
+    return identity.mapped_pg_role || null;
   }
 
   async executeSql(args: ExecuteSqlArgs): Promise<SqlResult> {
@@ -647,7 +648,7 @@ export class PostgresExecutor {
     const role = await this.#roleOf(args.source, args.identity);
     const conn = await this.pools.acquire(args.source);
     try {
-      return await this.#run(conn, args, { role: role || null, resetBehind: !MAY_COPY_IN.test(args.sql) });
+      return await this.#run(conn, args, { role, resetBehind: !MAY_COPY_IN.test(args.sql) });
     } finally {
       await this.pools.release(conn);
     }
@@ -661,7 +662,7 @@ export class PostgresExecutor {
    * write.
    */
   async withSession<T>(source: RegisteredSource, identity: ExecutorIdentity, fn: (run: SessionRun) => Promise<T>): Promise<T> {
-    let role = (await this.#roleOf(source, identity)) || null;
+    let role = await this.#roleOf(source, identity);
     const conn = await this.pools.acquire(source);
     let ended = false;
     try {
