@@ -212,8 +212,18 @@ describe('the role a statement runs under, sent with it', () => {
   test('a buffered execution that may be a COPY keeps its reset apart: COPY FROM STDIN fails alone and the connection stays', async () => {
     const [pid] = await sessionState();
     const writes = recordWrites();
-    await expect(executor.executeSql({ source, identity: asRole, sql: `copy ${TABLE} from stdin`, params: [], maxRows: 10 })).rejects.toThrow('needs a client data stream');
-    expect(writes.flatMap(queriesIn)).toEqual(['DISCARD ALL']);
+    // Every spelling PostgreSQL reads as COPY FROM STDIN: keywords in any case, after comments and whitespace, a
+    // quoted table, the old `FROM stdin` forms; a function cannot copy from the client (PostgreSQL refuses it there).
+    const spellings = [
+      `copy ${TABLE} from stdin`,
+      `CoPy ${TABLE} FROM STDIN`,
+      `/* a comment */ -- and another\n\tCOPY "${TABLE}" (n) FROM stdin WITH (FORMAT csv)`,
+      `COPY ${TABLE} FROM STDIN BINARY`,
+    ];
+    for (const sql of spellings) {
+      await expect(executor.executeSql({ source, identity: asRole, sql, params: [], maxRows: 10 }), sql).rejects.toThrow('needs a client data stream');
+    }
+    expect(writes.flatMap(queriesIn)).toEqual(spellings.map(() => 'DISCARD ALL'));
     expect(writes.at(-1)!.subarray(0, 1).toString()).toBe('Q');
     vi.restoreAllMocks();
     expect(await sessionState()).toEqual([pid, 'postgres', 'gatehouse', '0', 't']);
@@ -241,14 +251,16 @@ describe('the role a statement runs under, sent with it', () => {
 describe('the role ahead of the statement is the session\'s before the statement starts', () => {
   const count = async (n: number) => Number((await admin.query(`select count(*) from ${TABLE} where n = $1`, [n])).rows[0].count);
 
-  test('a ROLLBACK inside a DO block or a procedure does not drop the role for the rest of its body', async () => {
+  test('a ROLLBACK or COMMIT inside a DO block or a procedure does not drop the role for the rest of its body', async () => {
     const [asRoleBefore, asLoginBefore] = [await count(10), await count(11)];
     // The body inserts 10 as the role, 11 as anyone else (the login role is a superuser here).
-    await executor.executeSql({ source, identity: asRole, sql: `do $$ begin rollback; insert into ${TABLE} values (case when current_user = '${ROLE}' then 10 else 11 end); end $$`, params: [], maxRows: 10 });
+    const insert = `insert into ${TABLE} values (case when current_user = '${ROLE}' then 10 else 11 end)`;
+    await executor.executeSql({ source, identity: asRole, sql: `do $$ begin rollback; ${insert}; end $$`, params: [], maxRows: 10 });
+    await executor.executeSql({ source, identity: asRole, sql: `DO LANGUAGE plpgsql $body$ BEGIN COMMIT; ROLLBACK; ${insert}; END $body$`, params: [], maxRows: 10 });
     await admin.query(`grant execute on procedure ${TABLE}_rollback() to ${ROLE}`);
     await executor.executeSql({ source, identity: asRole, sql: `call ${TABLE}_rollback()`, params: [], maxRows: 10 });
     await executor.withSession(source, asRole, (run) => run(`call ${TABLE}_rollback()`, [], { last: true }));
-    expect([await count(10), await count(11)]).toEqual([asRoleBefore + 3, asLoginBefore]);
+    expect([await count(10), await count(11)]).toEqual([asRoleBefore + 4, asLoginBefore]);
   });
 
   test('setting the role ahead raises no warning on the source (a COMMIT without its BEGIN would log one per execution)', async () => {
