@@ -2,6 +2,7 @@
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import type { Attributes, Meter, ObservableResult } from '@opentelemetry/api';
 import type { AuditEntry } from '../audit/entry.js';
+import { CountedSeries } from './request-series.js';
 
 /** Request latency buckets, seconds: a cache hit is sub-millisecond, an upstream call tens of milliseconds, a timeout seconds. */
 export const LATENCY_BUCKETS = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30];
@@ -10,9 +11,11 @@ export const LATENCY_BUCKETS = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
 export type GaugeSample = { labels?: Record<string, string>; value: number };
 export type GaugeReader = () => GaugeSample[] | Promise<GaugeSample[]>;
 
+type Series = ReturnType<CountedSeries['series']>;
+
 interface RequestSeries {
-  count: Counter.Internal;
-  seconds: Histogram.Internal<string>;
+  count: Series;
+  seconds: Series;
 }
 
 /** A histogram as OTLP export reads it from the registry (src/observability/telemetry.ts): its OTel name, and prom-client's values. */
@@ -33,22 +36,23 @@ interface ReaderEntry {
 
 export class Metrics {
   readonly registry = new Registry();
-  readonly #requests: Counter<string>;
-  readonly #requestSeconds: Histogram<string>;
-  readonly #cache: Counter<string>;
+  readonly #requests: CountedSeries;
+  readonly #requestSeconds: CountedSeries;
+  readonly #cache: CountedSeries;
   readonly #auditInsertSeconds: Histogram<string>;
   readonly #auditInsertFailures: Counter<string>;
   /** channel → decision → status → bound series: after warm-up, counting a request allocates nothing. */
   readonly #series = new Map<string, Map<string, Map<number, RequestSeries>>>();
-  readonly #cacheSeries = new Map<string, Map<string, Counter.Internal>>();
+  readonly #cacheSeries = new Map<string, Map<string, Series>>();
   readonly #gauges: ReaderEntry[] = [];
   #otelMeter: { add(entry: ReaderEntry): void } | null = null;
 
   constructor(opts: { processMetrics?: boolean } = {}) {
     const registers = [this.registry];
-    this.#requests = new Counter({ name: 'gatehouse_requests_total', help: 'Requests ended, by front door (channel), decision and status (one per audit entry).', labelNames: ['channel', 'decision', 'status'], registers });
-    this.#requestSeconds = new Histogram({ name: 'gatehouse_request_duration_seconds', help: 'Request duration from arrival to the audit entry, by front door, decision and status.', labelNames: ['channel', 'decision', 'status'], buckets: LATENCY_BUCKETS, registers });
-    this.#cache = new Counter({ name: 'gatehouse_cache_requests_total', help: 'Governed cache outcomes of requests (hit, miss, bypass), by front door.', labelNames: ['channel', 'outcome'], registers });
+    // Counted once per request: plain numbers, rendered through the registry (request-series.ts).
+    this.#requests = new CountedSeries('gatehouse_requests_total', 'Requests ended, by front door (channel), decision and status (one per audit entry).', 'counter', [], this.registry);
+    this.#requestSeconds = new CountedSeries('gatehouse_request_duration_seconds', 'Request duration from arrival to the audit entry, by front door, decision and status.', 'histogram', LATENCY_BUCKETS, this.registry);
+    this.#cache = new CountedSeries('gatehouse_cache_requests_total', 'Governed cache outcomes of requests (hit, miss, bypass), by front door.', 'counter', [], this.registry);
     this.#auditInsertSeconds = new Histogram({ name: 'gatehouse_audit_write_duration_seconds', help: 'Time to store one batch of audit entries in PostgreSQL.', labelNames: ['outcome'], buckets: LATENCY_BUCKETS, registers });
     this.#auditInsertFailures = new Counter({ name: 'gatehouse_audit_write_failures_total', help: 'Audit batches PostgreSQL did not take (they go to the spool).', registers });
     if (opts.processMetrics !== false) collectDefaultMetrics({ register: this.registry });
@@ -57,10 +61,9 @@ export class Metrics {
   /** Counts one ended request from its canonical audit entry (every front door ends each request with exactly one). */
   observeEntry(entry: AuditEntry): void {
     const series = this.#seriesFor(entry.channel, entry.decision, entry.status);
-    series.count.inc();
-    const seconds = entry.duration_ms / 1000;
-    series.seconds.observe(seconds);
-    if (entry.cache !== null) this.#cacheFor(entry.channel, entry.cache).inc();
+    this.#requests.observe(series.count, 1);
+    this.#requestSeconds.observe(series.seconds, entry.duration_ms / 1000);
+    if (entry.cache !== null) this.#cache.observe(this.#cacheFor(entry.channel, entry.cache), 1);
   }
 
   /** One batch insert of the audit writer: its duration and whether PostgreSQL took it. */
@@ -149,7 +152,7 @@ export class Metrics {
       });
     };
     // Counters are read from the Prometheus registry when exported, not counted twice per request.
-    const fromRegistry = (otelName: string, metric: Counter, help: string) =>
+    const fromRegistry = (otelName: string, metric: CountedSeries, help: string) =>
       meter.createObservableCounter(otelName, { description: help }).addCallback(async (result: ObservableResult) => {
         for (const v of (await metric.get()).values) result.observe(v.value, v.labels as Attributes);
       });
@@ -167,17 +170,17 @@ export class Metrics {
     let series = byStatus.get(status);
     if (!series) {
       const labels = { channel, decision, status: String(status) };
-      series = { count: this.#requests.labels(labels), seconds: this.#requestSeconds.labels(labels) };
+      series = { count: this.#requests.series(labels), seconds: this.#requestSeconds.series(labels) };
       byStatus.set(status, series);
     }
     return series;
   }
 
-  #cacheFor(channel: string, outcome: string): Counter.Internal {
+  #cacheFor(channel: string, outcome: string): Series {
     let byOutcome = this.#cacheSeries.get(channel);
     if (!byOutcome) this.#cacheSeries.set(channel, (byOutcome = new Map()));
     let counter = byOutcome.get(outcome);
-    if (!counter) byOutcome.set(outcome, (counter = this.#cache.labels({ channel, outcome })));
+    if (!counter) byOutcome.set(outcome, (counter = this.#cache.series({ channel, outcome })));
     return counter;
   }
 }
