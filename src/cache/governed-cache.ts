@@ -3,7 +3,7 @@ import { LRUCache } from 'lru-cache';
 import type { Config } from '../config/index.js';
 import type { Coordination } from '../coord/index.js';
 import { GatehouseError } from '../errors/registry.js';
-import { cacheScopeKey } from '../governance/cache-scope.js';
+import { canonicalScope, scopeDigest } from '../governance/cache-scope.js';
 import type { CacheScope } from '../governance/cache-scope.js';
 import type { Logger } from '../observability/logger.js';
 import { errCode, type SourceGenerations } from './generations.js';
@@ -22,8 +22,29 @@ export type CacheScopeInput = Omit<CacheScope, 'source_generation'>;
 export interface CacheKey {
   readonly source_id: string;
   readonly generation: number;
-  /** SHA-256 hex of the canonical scope (src/governance/cache-scope.ts). */
+  /** The canonical scope (src/governance/cache-scope.ts), generation included: the L1 key. */
+  readonly canonical: string;
+  /** SHA-256 hex of the canonical scope (cacheScopeKey): the L2 key, computed when first read. */
   readonly scope_key: string;
+}
+
+/**
+ * A key as lookup resolves it. L1 is keyed by the canonical text itself, which is what the digest stands for: an L1
+ * hit pays no SHA-256 (≈ 1 µs per lookup on a 2-core guest: docs/decisions/0028-proxy-hot-path.md, addendum "the L1
+ * key"). The digest, a fixed-length key for the coordination store, is made only when L2 is asked or written.
+ */
+class ResolvedKey implements CacheKey {
+  #scopeKey: string | null = null;
+
+  constructor(
+    readonly source_id: string,
+    readonly generation: number,
+    readonly canonical: string,
+  ) {}
+
+  get scope_key(): string {
+    return (this.#scopeKey ??= scopeDigest(this.canonical));
+  }
 }
 
 export interface CachedResponse {
@@ -176,9 +197,9 @@ export class GovernedCache {
       this.#log.debug({ source_id: scope.source_id, err: errCode(err) }, 'cache bypassed: generation unavailable');
       return this.#bypass();
     }
-    const key: CacheKey = { source_id: scope.source_id, generation, scope_key: cacheScopeKey({ ...scope, source_generation: generation }) };
+    const key: CacheKey = new ResolvedKey(scope.source_id, generation, canonicalScope({ ...scope, source_generation: generation }));
 
-    const local = this.#l1?.get(key.scope_key);
+    const local = this.#l1?.get(key.canonical);
     if (local !== undefined) {
       this.#stats.hits += 1;
       this.#stats.l1_hits += 1;
@@ -300,15 +321,16 @@ export class GovernedCache {
 
   #setL1(key: CacheKey, entry: CacheEntry, ttlMs: number): void {
     if (this.#l1 === null || ttlMs <= 0) return;
-    const size = entry.body.length + headerBytes(entry.headers) + ENTRY_OVERHEAD_BYTES;
+    // The key is the canonical text, up to a path and query long: counted at two bytes a character, a bound on V8's strings.
+    const size = entry.body.length + headerBytes(entry.headers) + 2 * key.canonical.length + ENTRY_OVERHEAD_BYTES;
     if (size > this.#config.l1_max_bytes) return;
     let keys = this.#bySource.get(key.source_id);
     if (keys === undefined) {
       keys = new Set();
       this.#bySource.set(key.source_id, keys);
     }
-    keys.add(key.scope_key);
-    this.#l1.set(key.scope_key, { source_id: key.source_id, generation: key.generation, entry, size }, { ttl: Math.max(1, Math.floor(ttlMs)) });
+    keys.add(key.canonical);
+    this.#l1.set(key.canonical, { source_id: key.source_id, generation: key.generation, entry, size }, { ttl: Math.max(1, Math.floor(ttlMs)) });
   }
 
   #forget(sourceId: string, key: string, reason: LRUCache.DisposeReason): void {

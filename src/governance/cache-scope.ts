@@ -109,10 +109,15 @@ export function canonicalScope(scope: CacheScope): string {
   ]);
 }
 
-/** SHA-256 (hex) of the canonical scope: the governed cache's key. Throws TypeError on a malformed scope. */
+/** SHA-256 (hex) of the canonical scope: the governed cache's key in the coordination store. Throws TypeError on a malformed scope. */
 export function cacheScopeKey(scope: CacheScope): string {
-  // The one-shot hash: the same digest as a Hash object's, without building one per lookup (every cache hit pays this).
-  return hash('sha256', canonicalScope(scope), 'hex');
+  return scopeDigest(canonicalScope(scope));
+}
+
+/** SHA-256 (hex) of a canonical scope's text (canonicalScope). */
+export function scopeDigest(canonical: string): string {
+  // The one-shot hash: the same digest as a Hash object's, without building one per call.
+  return hash('sha256', canonical, 'hex');
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -1,6 +1,7 @@
 // The governed cache on the real Redis and on the memory adapter: scope misses, L1/L2, cross-replica invalidation, barriers, TTLs, bounds, the generation floor.
 import { afterEach, describe, expect, it } from 'vitest';
 import type { CacheKey } from '../../src/cache/governed-cache.js';
+import { cacheScopeKey, canonicalScope } from '../../src/governance/cache-scope.js';
 import { MapDurable, memoryBackend, redisBackend, response, scope, sleep, startReplica, waitFor } from './support.js';
 import type { Backend, Replica, ReplicaOptions } from './support.js';
 
@@ -55,6 +56,9 @@ for (const makeBackend of [memoryBackend, redisBackend] as const) {
       const a = await replica();
       const b = await replica();
       const key = await fill(a);
+      // L1 is keyed by the canonical scope at the generation, L2 by its SHA-256, the key every replica computes.
+      expect(key.canonical).toBe(canonicalScope({ ...scope(), source_generation: key.generation }));
+      expect(key.scope_key).toBe(cacheScopeKey({ ...scope(), source_generation: key.generation }));
       expect(await a.cache.lookup(scope())).toMatchObject({ hit: true, tier: 'l1', key });
       const fromL2 = await b.cache.lookup(scope());
       expect(fromL2).toMatchObject({ hit: true, tier: 'l2', key });
