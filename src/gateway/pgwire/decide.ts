@@ -71,6 +71,8 @@ interface Remembered {
   until: number;
   /** The request fields the stages set (classification, source, role and policy decisions, risk). */
   fields: Partial<GovernedRequest>;
+  /** What runStages recorded in the audit entry when the stages ended (auditFieldsOf), frozen: every reuse shares it. */
+  auditFields: Readonly<Record<string, unknown>>;
 }
 
 /**
@@ -120,8 +122,8 @@ export class DecisionMemo {
       return false;
     }
     Object.assign(req, m.fields);
-    // What runStages records when the stages end.
-    req.audit.set(auditFieldsOf(req));
+    // What runStages recorded when the stages ended: the same inputs give the same fields.
+    req.audit.set(m.auditFields);
     this.reused++;
     return true;
   }
@@ -160,7 +162,9 @@ export class DecisionMemo {
     const fields: Partial<GovernedRequest> = {};
     for (const [k, v] of Object.entries(req)) if (!FRONT_DOOR_FIELDS.has(k)) (fields as Record<string, unknown>)[k] = v;
     if (this.#entries.size >= MAX_MEMO_ENTRIES) this.#entries.clear();
-    this.#entries.set(sql, { identity, source, roleContext, callTrust: this.#callTrust, policies, from, until, fields });
+    const auditFields = auditFieldsOf(req);
+    for (const v of Object.values(auditFields)) if (Array.isArray(v)) Object.freeze(v);
+    this.#entries.set(sql, { identity, source, roleContext, callTrust: this.#callTrust, policies, from, until, fields, auditFields: Object.freeze(auditFields) });
   }
 }
 
