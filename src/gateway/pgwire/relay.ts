@@ -1302,7 +1302,9 @@ function pathKey(req: GovernedRequest): string {
   return req.action.kind === 'sql' ? (req.action.searchPath?.key ?? '') : '';
 }
 
-function unionPaths(a: readonly SearchPath[], b: readonly SearchPath[]): SearchPath[] {
+function unionPaths(a: readonly SearchPath[], b: readonly SearchPath[]): readonly SearchPath[] {
+  // The common case: one path at Bind and still the same one at Execute.
+  if (a.length === 1 && b.length === 1 && a[0] === b[0]) return a;
   const out = [...a];
   for (const p of b) if (!out.some((q) => q.length === p.length && q.every((s, i) => s === p[i]))) out.push(p);
   return out;

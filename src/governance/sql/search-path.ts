@@ -303,9 +303,25 @@ export interface PathResolution {
 }
 
 const resolutionMemo = new Map<string, PathResolution | null>();
+/** The last single frozen path resolved, for whom, and its resolution: a session's statements mostly run under one path. */
+let lastPath: SearchPath | null = null;
+let lastUser: string | null = null;
+let lastResolution: PathResolution | null = null;
 
 /** The resolution of these paths, or null when the only path is the governed default (unqualified names resolve in public). */
 export function pathResolution(paths: readonly SearchPath[], currentUser: string | null): PathResolution | null {
+  // A frozen path never changes (pathText relies on the same), so the same array for the same user resolves the same.
+  if (paths.length === 1 && paths[0] === lastPath && currentUser === lastUser) return lastResolution;
+  const out = resolve(paths, currentUser);
+  if (paths.length === 1 && Object.isFrozen(paths[0])) {
+    lastPath = paths[0]!;
+    lastUser = currentUser;
+    lastResolution = out;
+  }
+  return out;
+}
+
+function resolve(paths: readonly SearchPath[], currentUser: string | null): PathResolution | null {
   const memoKey = `${currentUser ?? '\u0001'}\u0000${paths.length === 1 ? pathText(paths[0]!) : paths.map(pathText).join('\u0000')}`;
   const hit = resolutionMemo.get(memoKey);
   if (hit !== undefined) return hit;

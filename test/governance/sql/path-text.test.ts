@@ -19,4 +19,19 @@ describe('pathText', () => {
     expect(pathText(path)).toBe('"secret"');
     expect(pathResolution([path], 'agent')).toMatchObject({ schemas: ['secret'] });
   });
+
+  it('the last path resolved is reused only for the same frozen path and the same user ($user names each its own)', () => {
+    const path = parsePathText('"$user", public')!;
+    const alice = pathResolution([path], 'alice');
+    expect(alice).toMatchObject({ schemas: ['alice', 'public'] });
+    expect(pathResolution([path], 'alice')).toBe(alice);
+    expect(pathResolution([path], 'bob')).toMatchObject({ schemas: ['bob', 'public'] });
+    expect(pathResolution([path], null)).toMatchObject({ schemas: ['$user', 'public'] });
+    expect(pathResolution([path], 'alice')).toMatchObject({ schemas: ['alice', 'public'] });
+    const copy = ['$user', 'public'];
+    expect(pathResolution([copy], 'alice')).toMatchObject({ schemas: ['alice', 'public'] });
+    copy[1] = 'secret';
+    expect(pathResolution([copy], 'alice')).toMatchObject({ schemas: ['alice', 'secret'] });
+    expect(pathResolution([path, GOVERNED_PATH], 'alice')).toMatchObject({ schemas: ['alice', 'public'], precise: false });
+  });
 });
