@@ -113,7 +113,7 @@ export interface GovernedCacheOptions {
 
 export const DEFAULT_MAX_ENTRY_BYTES = 1024 * 1024;
 const L2_PREFIX = 'cache:';
-/** Per-entry bookkeeping charged to l1_max_bytes besides the body: key, headers, object overhead. */
+/** Per-entry bookkeeping charged to l1_max_bytes besides the body, the headers and the key (#setL1): the objects' overhead. */
 const ENTRY_OVERHEAD_BYTES = 256;
 const MAX_HEADERS = 32;
 const MAX_HEADER_BYTES = 16 * 1024;

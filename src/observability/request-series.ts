@@ -57,8 +57,9 @@ export class CountedSeries implements SeriesMetric {
     return s;
   }
 
-  /** One observation (a histogram's value; a counter counts one). */
+  /** One observation (a histogram's value; a counter counts one). A value that is not finite is refused, as prom-client refuses it. */
   observe(s: HistogramSeries, value: number): void {
+    if (!Number.isFinite(value)) throw new TypeError(`${this.name}: value is not a finite number: ${value}`);
     s.count += 1;
     if (this.type === 'counter') return;
     s.sum += value;
@@ -74,6 +75,8 @@ export class CountedSeries implements SeriesMetric {
   get(): ReturnType<SeriesMetric['get']> {
     const values: SeriesValue[] = [];
     for (const s of this.#series) {
+      // A label set is shown once observed, and again only once observed after a reset, as prom-client shows it.
+      if (s.count === 0) continue;
       if (this.type === 'counter') {
         values.push({ labels: { ...s.labels }, value: s.count });
         continue;
@@ -90,7 +93,7 @@ export class CountedSeries implements SeriesMetric {
     return Promise.resolve({ name: this.name, help: this.help, type: this.type, values, aggregator: this.aggregator });
   }
 
-  /** Zeroes every label set (callers keep theirs). */
+  /** Forgets every label set's observations; callers keep their label sets, which are shown again once observed. */
   reset(): void {
     for (const s of this.#series) {
       s.count = 0;

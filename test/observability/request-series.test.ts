@@ -30,11 +30,31 @@ describe('CountedSeries', () => {
           pCount.inc(labels);
         }
         expect(await ours.metrics()).toBe(await theirs.metrics());
+        // After a reset neither shows a label set until it is observed again.
+        ours.resetMetrics();
+        theirs.resetMetrics();
+        expect(await ours.metrics()).toBe(await theirs.metrics());
+        const again = observations.at(-1);
+        if (again !== undefined) {
+          const s = found.get(JSON.stringify(again[0]))!;
+          hist.observe(s[0], again[1]);
+          count.observe(s[1], 1);
+          pHist.observe(again[0], again[1]);
+          pCount.inc(again[0]);
+        }
+        expect(await ours.metrics()).toBe(await theirs.metrics());
         expect((await hist.get()).values).toEqual((await pHist.get()).values.map(({ labels, value, metricName }) => ({ labels, value, metricName })));
         expect((await count.get()).values).toEqual((await pCount.get()).values.map(({ labels, value }) => ({ labels, value })));
       }),
       { numRuns: 200 },
     );
+  });
+
+  test('refuses a value that is not finite, as prom-client does', () => {
+    const hist = new CountedSeries('h_seconds', 'help of h', 'histogram', LATENCY_BUCKETS);
+    const s = hist.series({ channel: 'http' });
+    for (const v of [Number.NaN, Number.POSITIVE_INFINITY, Number.NEGATIVE_INFINITY]) expect(() => hist.observe(s, v)).toThrow(TypeError);
+    expect(s.count).toBe(0);
   });
 
   test('Metrics counts each entry once in the request counter, the histogram and the cache outcome', async () => {
