@@ -61,9 +61,9 @@ export class Metrics {
   /** Counts one ended request from its canonical audit entry (every front door ends each request with exactly one). */
   observeEntry(entry: AuditEntry): void {
     const series = this.#seriesFor(entry.channel, entry.decision, entry.status);
-    this.#requests.observe(series.count, 1);
+    this.#requests.inc(series.count);
     this.#requestSeconds.observe(series.seconds, entry.duration_ms / 1000);
-    if (entry.cache !== null) this.#cache.observe(this.#cacheFor(entry.channel, entry.cache), 1);
+    if (entry.cache !== null) this.#cache.inc(this.#cacheFor(entry.channel, entry.cache));
   }
 
   /** One batch insert of the audit writer: its duration and whether PostgreSQL took it. */

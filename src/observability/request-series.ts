@@ -1,5 +1,5 @@
 // The per-request metric series (requests, their latency, cache outcomes) counted in plain numbers and exposed through the prom-client registry at scrape.
-import type { Registry } from 'prom-client';
+import type { Metric, Registry } from 'prom-client';
 
 /**
  * One metric's values as prom-client's `get()` gives them (and its registry renders): label values by name, the number,
@@ -20,8 +20,8 @@ export interface SeriesMetric {
   reset(): void;
 }
 
-/** One label set of a histogram: its count, sum, and the observations per bucket (not cumulative; past the last bound only in count). */
-interface HistogramSeries {
+/** One label set: its count and, for a histogram, its sum and observations per bucket (not cumulative; past the last bound only in count). */
+interface LabelSet {
   readonly labels: Readonly<Record<string, string>>;
   count: number;
   sum: number;
@@ -36,7 +36,7 @@ interface HistogramSeries {
  */
 export class CountedSeries implements SeriesMetric {
   readonly aggregator = 'sum' as const;
-  readonly #series: HistogramSeries[] = [];
+  readonly #series: LabelSet[] = [];
   readonly #bounds: readonly number[];
 
   constructor(
@@ -47,21 +47,25 @@ export class CountedSeries implements SeriesMetric {
     registry?: Registry,
   ) {
     this.#bounds = [...bounds].sort((a, b) => a - b);
-    registry?.registerMetric(this as never);
+    registry?.registerMetric(this as unknown as Metric);
   }
 
   /** A new label set (the caller keeps it and counts on it; label values in the order they are rendered). */
-  series(labels: Readonly<Record<string, string>>): HistogramSeries {
-    const s: HistogramSeries = { labels, count: 0, sum: 0, buckets: new Float64Array(this.#bounds.length) };
+  series(labels: Readonly<Record<string, string>>): LabelSet {
+    const s: LabelSet = { labels, count: 0, sum: 0, buckets: new Float64Array(this.#bounds.length) };
     this.#series.push(s);
     return s;
   }
 
-  /** One observation (a histogram's value; a counter counts one). A value that is not finite is refused, as prom-client refuses it. */
-  observe(s: HistogramSeries, value: number): void {
+  /** Counts one (a counter's increment). */
+  inc(s: LabelSet): void {
+    s.count += 1;
+  }
+
+  /** One observation of a histogram. A value that is not finite is refused, as prom-client refuses it. */
+  observe(s: LabelSet, value: number): void {
     if (!Number.isFinite(value)) throw new TypeError(`${this.name}: value is not a finite number: ${value}`);
     s.count += 1;
-    if (this.type === 'counter') return;
     s.sum += value;
     const bounds = this.#bounds;
     for (let i = 0; i < bounds.length; i++) {

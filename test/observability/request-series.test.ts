@@ -25,7 +25,7 @@ describe('CountedSeries', () => {
           let s = found.get(key);
           if (!s) found.set(key, (s = [hist.series(labels), count.series(labels)]));
           hist.observe(s[0], seconds);
-          count.observe(s[1], 1);
+          count.inc(s[1]);
           pHist.observe(labels, seconds);
           pCount.inc(labels);
         }
@@ -38,7 +38,7 @@ describe('CountedSeries', () => {
         if (again !== undefined) {
           const s = found.get(JSON.stringify(again[0]))!;
           hist.observe(s[0], again[1]);
-          count.observe(s[1], 1);
+          count.inc(s[1]);
           pHist.observe(again[0], again[1]);
           pCount.inc(again[0]);
         }
