@@ -6,6 +6,7 @@ import type { GovernedRequest, PipelineDeps, Stage, StageOutcome } from '../../p
 import type { CompiledPolicySet } from '../../governance/policy/index.js';
 import type { RegisteredSource } from '../../registry/sources.js';
 import type { AuditContext, Auditor } from '../../audit/context.js';
+import { AUDIT_ACCEPTED } from '../../audit/port.js';
 import type { AgentIdentity, KeyRevocation, KeyRevocationFeed } from '../../identity/index.js';
 import { toAgentIdentity } from '../../identity/index.js';
 import { getIdentityById } from '../../store/repos/identities.js';
@@ -224,11 +225,19 @@ export async function decideStatement(
 }
 
 /**
+ * What endRecorded answers for an entry the audit port accepted at once (buffered durability, room in the buffer):
+ * recorded, with nothing to wait for. The relay holds no output on it.
+ */
+export const RECORDED_AT_ONCE: Promise<boolean> = Promise.resolve(true);
+
+/**
  * Ends an entry; resolves true once it satisfies the audit durability mode (strict: committed or fsynced), false when
  * it could not be recorded (logged here). Never rejects: the relay holds the statement's answer on it (strict mode).
  */
 export function endRecorded(d: Pick<WireDecider, 'pipeline'>, audit: AuditContext, fields: Parameters<AuditContext['end']>[0]): Promise<boolean> {
-  return audit.end(fields).then(
+  const written = audit.end(fields);
+  if (written === AUDIT_ACCEPTED) return RECORDED_AT_ONCE;
+  return written.then(
     () => true,
     (err: unknown) => {
       d.pipeline.log.error({ err: { code: (err as { code?: string }).code } }, 'wire audit entry could not be recorded');

@@ -42,7 +42,7 @@ import type { StatementColumns } from '../../governance/sql/provenance.js';
 import { CopyOutStream, TEXT_LIKE_OIDS, binaryRefusal, copyOutTarget, describeMessages, relationColumns, type CopyColumns, type CopyOutStatement, type CopyStep } from './copy-plan.js';
 import { SessionSearchPath } from './search-path.js';
 import { parsePathText, pathResolution, type PathEffect, type SearchPath } from '../../governance/sql/search-path.js';
-import { DecisionMemo, WIRE_EXECUTE_STAGES, WIRE_PARSE_STAGES, decideStatement, endRecorded, recheckColumns, type StatementDecision, type WireDecider } from './decide.js';
+import { DecisionMemo, RECORDED_AT_ONCE, WIRE_EXECUTE_STAGES, WIRE_PARSE_STAGES, decideStatement, endRecorded, recheckColumns, type StatementDecision, type WireDecider } from './decide.js';
 
 
 /**
@@ -301,7 +301,8 @@ export class WireRelay {
   }
 
   #track(recorded: Promise<boolean>): void {
-    if (!this.#closed) this.#unrecorded.push(recorded);
+    // An entry recorded at once needs no barrier: the output behind it would be released unchanged.
+    if (!this.#closed && recorded !== RECORDED_AT_ONCE) this.#unrecorded.push(recorded);
   }
 
   #barrier(): void {
@@ -1290,11 +1291,16 @@ export function splitStatements(sql: string, classifier: SqlClassifier): string[
   });
 }
 
+const NO_EFFECTS: readonly PathEffect[] = Object.freeze([]);
+
 /** What a decided statement does to the session's search_path, transaction and SQL prepared statements. */
-function effectsOf(req: GovernedRequest): PathEffect[] {
-  const out: PathEffect[] = [];
-  for (const st of req.sql?.statements ?? []) if (st.pathEffects) out.push(...st.pathEffects);
-  return out;
+function effectsOf(req: GovernedRequest): readonly PathEffect[] {
+  const statements = req.sql?.statements;
+  if (statements === undefined) return NO_EFFECTS;
+  let out: PathEffect[] | null = null;
+  // Most statements (every plain read or write) have none: asked three times per statement, they allocate nothing.
+  for (const st of statements) if (st.pathEffects !== undefined && st.pathEffects.length > 0) (out ??= []).push(...st.pathEffects);
+  return out ?? NO_EFFECTS;
 }
 
 /** The key of the search_path a statement was governed under ('' for the default). */
