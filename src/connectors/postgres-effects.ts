@@ -55,9 +55,9 @@ export function writeTargets(planJson: string | null | undefined, analyzed: bool
 
 /** A failure as a reason safe for the audit entry and the approval: a class and a SQLSTATE, never the upstream's message (it may quote values). */
 function reasonOf(err: unknown): string {
-  if ((err as { code?: unknown })?.code === 'timeout') return 'timed out';
-  if (err instanceof UpstreamSqlError) return err.sqlstate === '57014' ? 'timed out' : `the source refused to plan it (SQLSTATE ${err.sqlstate})`;
   const code = (err as { code?: unknown })?.code;
+  if (code === 'timeout') return 'timed out';
+  if (err instanceof UpstreamSqlError) return err.sqlstate === '57014' ? 'timed out' : `the source refused to plan it (SQLSTATE ${err.sqlstate})`;
   if (code === 'upstream_failed' || code === 'unavailable') return 'the source is unavailable';
   return 'the plan could not be read';
 }

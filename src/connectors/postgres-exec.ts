@@ -65,6 +65,11 @@ const RESET_QUERY = queryMessage(RESET_SQL);
  */
 const SESSION_CHECK_QUERY = "select pg_catalog.current_setting('search_path') as search_path, (select s.setting from pg_catalog.pg_settings s where s.name = 'statement_timeout') as statement_timeout";
 
+/** What a statement or housekeeping step on a connection that closed fails with. */
+function upstreamClosed(): GatehouseError {
+  return new GatehouseError('upstream_failed', 'The upstream connection closed.');
+}
+
 /** An error the upstream answered, with its SQLSTATE and fields already sanitized. */
 export class UpstreamSqlError extends Error {
   readonly code = 'upstream_sql_error';
@@ -246,13 +251,13 @@ export class UpstreamConnection {
   /** Runs SQL with the simple protocol for the connector's own housekeeping (SET ROLE, resets); nothing reaches a client. */
   simple(sql: string): Promise<void> {
     // A closed socket reports its close once: a handler set after it would wait forever.
-    if (this.broken) return Promise.reject(new GatehouseError('upstream_failed', 'The upstream connection closed.'));
+    if (this.broken) return Promise.reject(upstreamClosed());
     return new Promise((resolve, reject) => {
       let error: UpstreamSqlError | null = null;
       this.setHandler((type, _raw, body) => {
         if (type === 0) {
           this.setHandler(null);
-          reject(new GatehouseError('upstream_failed', 'The upstream connection closed.'));
+          reject(upstreamClosed());
         } else if (type === Backend.ErrorResponse) error = new UpstreamSqlError(this.sanitizeFields(parseErrorFields(body)));
         else if (type === Backend.ReadyForQuery) {
           this.setHandler(null);
@@ -283,9 +288,15 @@ export class UpstreamConnection {
  * trip; when SET ROLE fails, the block is aborted and nothing up to the Sync runs.
  */
 function roleAhead(role: string): Buffer[] {
-  const run = (sql: string) => [parseMessage('', sql), bindMessage('', '', []), executeMessage('', 0)];
-  return [...run('BEGIN'), ...run(`SET ROLE ${quoteIdent(role)}`), ...run('COMMIT')];
+  return [BEGIN_AHEAD, ...unnamedRun(`SET ROLE ${quoteIdent(role)}`), COMMIT_AHEAD];
 }
+/** A statement without parameters as the unnamed statement and portal: Parse, Bind, Execute. */
+function unnamedRun(sql: string): Buffer[] {
+  return [parseMessage('', sql), bindMessage('', '', []), executeMessage('', 0)];
+}
+/** roleAhead's constant statements, built once: every execution under a role sends them. */
+const BEGIN_AHEAD = Buffer.concat(unnamedRun('BEGIN'));
+const COMMIT_AHEAD = Buffer.concat(unnamedRun('COMMIT'));
 /** CommandComplete messages of roleAhead's statements (BEGIN, SET, COMMIT), answered before the statement's own. */
 const ROLE_AHEAD_COMPLETIONS = 3;
 
@@ -691,7 +702,7 @@ export class PostgresExecutor {
    */
   #run(conn: UpstreamConnection, args: ExecuteSqlArgs, { role = null, resetBehind = false }: { role?: string | null; resetBehind?: boolean } = {}): Promise<SqlResult> {
     // As in simple(): a connection that already closed never answers.
-    if (conn.broken) return Promise.reject(new GatehouseError('upstream_failed', 'The upstream connection closed.'));
+    if (conn.broken) return Promise.reject(upstreamClosed());
     return new Promise((resolve, reject) => {
       const result: SqlResult = { columns: [], rows: [], rowCount: 0, truncated: false, redactions: 0, command: '' };
       let redactRow: ((values: readonly (string | null)[]) => { values: (string | null)[]; redactions: number }) | null = null;
@@ -702,7 +713,7 @@ export class PostgresExecutor {
         switch (type) {
           case 0:
             conn.setHandler(null);
-            reject(new GatehouseError('upstream_failed', 'The upstream connection closed.'));
+            reject(upstreamClosed());
             return;
           case Backend.RowDescription: {
             const desc = parseRowDescription(body);
