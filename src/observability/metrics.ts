@@ -2,7 +2,7 @@
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import type { Attributes, Meter, ObservableResult } from '@opentelemetry/api';
 import type { AuditEntry } from '../audit/entry.js';
-import { CountedSeries } from './request-series.js';
+import { CountedSeries, type LabelSet } from './request-series.js';
 
 /** Request latency buckets, seconds: a cache hit is sub-millisecond, an upstream call tens of milliseconds, a timeout seconds. */
 export const LATENCY_BUCKETS = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30];
@@ -11,11 +11,9 @@ export const LATENCY_BUCKETS = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
 export type GaugeSample = { labels?: Record<string, string>; value: number };
 export type GaugeReader = () => GaugeSample[] | Promise<GaugeSample[]>;
 
-type Series = ReturnType<CountedSeries['series']>;
-
 interface RequestSeries {
-  count: Series;
-  seconds: Series;
+  count: LabelSet;
+  seconds: LabelSet;
 }
 
 /** A histogram as OTLP export reads it from the registry (src/observability/telemetry.ts): its OTel name, and prom-client's values. */
@@ -43,7 +41,7 @@ export class Metrics {
   readonly #auditInsertFailures: Counter<string>;
   /** channel → decision → status → bound series: after warm-up, counting a request allocates nothing. */
   readonly #series = new Map<string, Map<string, Map<number, RequestSeries>>>();
-  readonly #cacheSeries = new Map<string, Map<string, Series>>();
+  readonly #cacheSeries = new Map<string, Map<string, LabelSet>>();
   readonly #gauges: ReaderEntry[] = [];
   #otelMeter: { add(entry: ReaderEntry): void } | null = null;
 
@@ -176,7 +174,7 @@ export class Metrics {
     return series;
   }
 
-  #cacheFor(channel: string, outcome: string): Series {
+  #cacheFor(channel: string, outcome: string): LabelSet {
     let byOutcome = this.#cacheSeries.get(channel);
     if (!byOutcome) this.#cacheSeries.set(channel, (byOutcome = new Map()));
     let counter = byOutcome.get(outcome);

@@ -11,17 +11,8 @@ export interface SeriesValue {
   metricName?: string;
 }
 
-export interface SeriesMetric {
-  readonly name: string;
-  readonly help: string;
-  readonly type: 'counter' | 'histogram';
-  readonly aggregator: 'sum';
-  get(): Promise<{ name: string; help: string; type: 'counter' | 'histogram'; values: SeriesValue[]; aggregator: 'sum' }>;
-  reset(): void;
-}
-
 /** One label set: its count and, for a histogram, its sum and observations per bucket (not cumulative; past the last bound only in count). */
-interface LabelSet {
+export interface LabelSet {
   readonly labels: Readonly<Record<string, string>>;
   count: number;
   sum: number;
@@ -34,7 +25,7 @@ interface LabelSet {
  * counter and histogram together (docs/decisions/0030-telemetry-overhead.md, addendum "request series"). The registry
  * still renders them: `get()` answers in the shape prom-client's Counter and Histogram do, so the exposition is the same.
  */
-export class CountedSeries implements SeriesMetric {
+export class CountedSeries {
   readonly aggregator = 'sum' as const;
   readonly #series: LabelSet[] = [];
   readonly #bounds: readonly number[];
@@ -76,7 +67,8 @@ export class CountedSeries implements SeriesMetric {
     }
   }
 
-  get(): ReturnType<SeriesMetric['get']> {
+  /** The values as prom-client's Counter and Histogram `get()` gives them: what the registry renders and OTLP reads. */
+  get(): Promise<{ name: string; help: string; type: 'counter' | 'histogram'; values: SeriesValue[]; aggregator: 'sum' }> {
     const values: SeriesValue[] = [];
     for (const s of this.#series) {
       // A label set is shown once observed, and again only once observed after a reset, as prom-client shows it.

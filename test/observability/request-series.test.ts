@@ -2,7 +2,7 @@
 import fc from 'fast-check';
 import { Counter, Histogram, Registry } from 'prom-client';
 import { describe, expect, test } from 'vitest';
-import { CountedSeries } from '../../src/observability/request-series.js';
+import { CountedSeries, type LabelSet } from '../../src/observability/request-series.js';
 import { LATENCY_BUCKETS, Metrics } from '../../src/observability/metrics.js';
 
 const LABELS = fc.record({ channel: fc.constantFrom('http', 'pgwire', 'mcp', 'admin'), decision: fc.constantFrom('allow', 'deny', 'error'), status: fc.constantFrom('200', '403', '499', 'a"b\\c\nd') });
@@ -19,7 +19,7 @@ describe('CountedSeries', () => {
         const count = new CountedSeries('c_total', 'help of c', 'counter', [], ours);
         const pHist = new Histogram({ name: 'h_seconds', help: 'help of h', labelNames: ['channel', 'decision', 'status'], buckets: LATENCY_BUCKETS, registers: [theirs] });
         const pCount = new Counter({ name: 'c_total', help: 'help of c', labelNames: ['channel', 'decision', 'status'], registers: [theirs] });
-        const found = new Map<string, [ReturnType<CountedSeries['series']>, ReturnType<CountedSeries['series']>]>();
+        const found = new Map<string, [LabelSet, LabelSet]>();
         for (const [labels, seconds] of observations) {
           const key = JSON.stringify(labels);
           let s = found.get(key);

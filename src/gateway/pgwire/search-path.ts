@@ -27,8 +27,9 @@ class PathState {
 
   /** Every value a rollback, a failed commit or a savepoint rollback could bring back, and the current one. */
   values(): SearchPath[] {
-    if (this.saves.length === 0) return [this.current, this.pending, this.committed];
-    return [this.current, this.pending, this.committed, ...this.saves.flatMap((s) => [s.current, s.pending])];
+    const out = [this.current, this.pending, this.committed];
+    for (const s of this.saves) out.push(s.current, s.pending);
+    return out;
   }
 
   #begin(): void {
