@@ -144,7 +144,8 @@ describe('condition types over real gateway traffic', () => {
     for (let i = 0; i < 3; i++) expect((await world.proxy(reader.key, 'GET', '/proxy/al-slow/slow')).status).toBe(200);
     await firesAndResolves(id, (v) => {
       expect(v).toBeGreaterThanOrEqual(300);
-      expect(v).toBeLessThan(300 * 1.25 * 1.25 + 200);
+      // Two buckets above the upstream's 300 ms, and room for a loaded machine's own time per request.
+      expect(v).toBeLessThan(300 * 1.25 * 1.25 + 600);
     });
   });
 

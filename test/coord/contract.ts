@@ -54,10 +54,10 @@ export function coordinationContract(name: string, factory: CoordinationFactory,
 
       it('expires a key after its TTL', async () => {
         const coord = await fresh();
-        await coord.set('short', 'v', { ttlMs: 300 });
+        await coord.set('short', 'v', { ttlMs: 1_000 });
         await coord.set('long', 'v', { ttlMs: 10_000 });
         expect(await coord.get('short')).toBe('v');
-        await sleep(450);
+        await sleep(1_200);
         expect(await coord.get('short')).toBeNull();
         expect(await coord.get('long')).toBe('v');
       });
@@ -297,11 +297,11 @@ export function coordinationContract(name: string, factory: CoordinationFactory,
 
       it('extend keeps the lock past its original lifetime', async () => {
         const coord = await fresh();
-        const lock = await coord.acquireLock('job', 400);
+        const lock = await coord.acquireLock('job', 1_000);
         expect(lock).not.toBeNull();
         await sleep(100);
         expect(await lock!.extend(3000)).toBe(true);
-        await sleep(450);
+        await sleep(1_200);
         expect(await coord.acquireLock('job', 1000)).toBeNull();
         expect(await lock!.release()).toBe(true);
         expect(await lock!.extend(1000)).toBe(false);

@@ -12,7 +12,7 @@ const fail = () => Promise.reject(new UpstreamError('connection refused'));
 
 describe('CircuitRegistry', () => {
   it('opens after the threshold, refuses without calling, half-opens, closes on a good probe', async () => {
-    const circuits = new CircuitRegistry({ failureThreshold: 3, halfOpenAfterMs: 150 });
+    const circuits = new CircuitRegistry({ failureThreshold: 3, halfOpenAfterMs: 500 });
     const c = circuits.for('s1');
     let calls = 0;
     const counted = () => {
@@ -26,16 +26,16 @@ describe('CircuitRegistry', () => {
     expect(open).toMatchObject({ code: 'unavailable', sourceId: 's1', retryAfterSeconds: 1 });
     expect(calls).toBe(3);
 
-    await sleep(200);
+    await sleep(600);
     expect(c.state).toBe('half_open');
     await expect(c.execute(async () => ({ status: 200 }))).resolves.toEqual({ status: 200 });
     expect(c.state).toBe('closed');
   });
 
   it('reopens when the half-open probe fails', async () => {
-    const c = new CircuitRegistry({ failureThreshold: 1, halfOpenAfterMs: 100 }).for('s');
+    const c = new CircuitRegistry({ failureThreshold: 1, halfOpenAfterMs: 400 }).for('s');
     await expect(c.execute(fail)).rejects.toBeInstanceOf(UpstreamError);
-    await sleep(130);
+    await sleep(450);
     await expect(c.execute(fail)).rejects.toBeInstanceOf(UpstreamError);
     expect(c.state).toBe('open');
     await expect(c.execute(async () => 1)).rejects.toBeInstanceOf(CircuitOpenError);

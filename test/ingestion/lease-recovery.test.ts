@@ -62,7 +62,12 @@ describe('lease recovery', () => {
     expect(health).toMatchObject({ worker_id: 'kill-a', alive: false, stale_jobs_failed: 1 });
     expect(typeof health.last_heartbeat).toBe('number');
     expect((await world.admin('GET', '/api/workers/kill-b/health')).json).toMatchObject({ alive: true, stale_jobs_failed: 0 });
-    const list = (await world.admin('GET', '/api/workers')).json as Array<{ worker_id: string; stale: boolean; metadata: Record<string, unknown> }>;
+    // The worker list shows each worker's last heartbeat: one sent while B still held the job says 1 until the next.
+    let list: Array<{ worker_id: string; stale: boolean; metadata: Record<string, unknown> }> = [];
+    await waitFor(async () => {
+      list = (await world.admin('GET', '/api/workers')).json;
+      return list.find((w) => w.worker_id === 'kill-b')?.metadata.jobs_in_hand === 0;
+    }, 10_000, 'a heartbeat of kill-b after the job', 100);
     expect(list.find((w) => w.worker_id === 'kill-a')?.stale).toBe(true);
     const bStatus = list.find((w) => w.worker_id === 'kill-b')!;
     expect(bStatus.stale).toBe(false);

@@ -3,6 +3,7 @@ import { writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { completedJobIds, startIngestionWorld, type IngestionWorld } from './support.js';
+import { waitFor } from '../support/wait.js';
 
 let world: IngestionWorld;
 
@@ -30,6 +31,8 @@ describe('runner', () => {
     // One worker, one job at a time: the claim order is the run order.
     const w = await world.worker('prio-1', { SERVICE_WORKER__CONCURRENCY: '1' });
     await world.waitForJobs((jobs) => jobs.length === 5 && jobs.every((j) => j.status === 'completed'), 60_000, 'priority jobs');
+    // A job's completion is logged after it is committed: its line may reach the pipe after the database shows it.
+    await waitFor(() => completedJobIds(w.output().stdout).length >= 5, 10_000, 'the completion log lines');
     const ran = completedJobIds(w.output().stdout);
     const byId = new Map((await world.jobs()).map((j) => [j.id, j.file_path]));
     expect(ran.map((id) => byId.get(id))).toEqual(['high.txt', 'mid-old.txt', 'mid-new.txt', 'low.txt', 'negative.txt']);
@@ -45,6 +48,7 @@ describe('runner', () => {
       expect(r.status, r.text).toBe(201);
     }
     await world.waitForJobs((jobs) => jobs.filter((j) => !before.has(j.id)).length === 200 && jobs.every((j) => j.status === 'completed'), 120_000, '200 jobs completed');
+    await waitFor(() => completedJobIds(a.output().stdout).length + completedJobIds(b.output().stdout).length >= 200, 10_000, 'the completion log lines');
     const ranA = completedJobIds(a.output().stdout);
     const ranB = completedJobIds(b.output().stdout);
     const all = [...ranA, ...ranB];
