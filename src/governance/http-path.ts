@@ -73,8 +73,8 @@ export interface ResolveProxyTargetInput {
 export type ResolveProxyTargetResult =
   | {
       ok: true;
-      /** Absolute upstream URL: base URL + remainder, beneath the base path. */
-      url: URL;
+      /** Absolute upstream URL: base URL + remainder, beneath the base path; shared by the requests that name it (read only). */
+      url: Readonly<URL>;
       /** The remainder, fully percent-decoded, for role/policy matching; always starts with `/`. */
       path: string;
       /** The raw query string without `?` ('' when absent), preserved as received. */
@@ -147,24 +147,48 @@ export function checkProxyPath(input: { rawUrl: string; sourceId: string; prefix
 
 /** The source's base URL is the containment boundary (spec §4 rule 3): the upstream URL of a checked path beneath it. */
 export function placeUnderBase(checked: CheckedProxyPath, baseUrl: string): ResolveProxyTargetResult {
+  const key = `${baseUrl}\u0000${checked.canonical}\u0000${checked.query}`;
+  let url = placedUrls.get(key);
+  if (url === undefined) {
+    url = upstreamUrl(checked, baseUrl);
+    if (key.length <= MAX_PLACED_KEY_LENGTH) {
+      if (placedUrls.size >= MAX_PLACED) placedUrls.clear();
+      placedUrls.set(key, url);
+    }
+  }
+  if (typeof url === 'string') return reject(url);
+  return { ok: true, url, path: checked.path, query: checked.query, deeperPaths: checked.deeperPaths };
+}
+
+/**
+ * Upstream URLs already placed, by base URL, canonical path and query, which alone decide it (a pure function): a
+ * repeated request (every cache hit) does not parse its URL again (docs/decisions/0028, "placing the path"). Each
+ * URL is shared by the requests that name it, so nothing may change one: it is read, never written. Bounded by
+ * count and key length; cleared when full.
+ */
+const placedUrls = new Map<string, Readonly<URL> | PathRejectReason>();
+const MAX_PLACED = 256;
+const MAX_PLACED_KEY_LENGTH = 1_024;
+
+function upstreamUrl(checked: CheckedProxyPath, baseUrl: string): Readonly<URL> | PathRejectReason {
   const base = parsedBase(baseUrl);
-  if (base === null) return reject('base_url_invalid');
+  if (base === null) return 'base_url_invalid';
   // Empty remainder means the base URL itself, exactly as configured (with or without its trailing slash).
   const upstreamPath = checked.canonical === '' ? base.pathname : base.pathTrimmed + checked.canonical;
   let url: URL;
   try {
     url = new URL(upstreamPath, base.origin);
   } catch {
-    return reject('containment');
+    return 'containment';
   }
   if (checked.query !== '') url.search = checked.query;
 
   // Defence in depth: whatever the checks above missed, the result must stay beneath the base.
-  if (url.origin !== base.origin || url.username !== '' || url.password !== '' || url.hash !== '') return reject('containment');
+  if (url.origin !== base.origin || url.username !== '' || url.password !== '' || url.hash !== '') return 'containment';
   if (url.pathname !== base.pathname && url.pathname !== base.pathTrimmed + '/' && !url.pathname.startsWith(base.pathTrimmed + '/')) {
-    return reject('containment');
+    return 'containment';
   }
-  return { ok: true, url, path: checked.path, query: checked.query, deeperPaths: checked.deeperPaths };
+  return url;
 }
 
 /** Resolves a raw proxy request target against a source's base URL: checkProxyPath, then placeUnderBase. Pure; never throws. */

@@ -57,7 +57,8 @@ export type Credential = { readonly kind: 'bearer'; readonly authorization: stri
 
 /** The resolved HTTP target (after source resolution): where the request would go, and the path the rules match. */
 export interface HttpTarget {
-  readonly url: URL;
+  /** The upstream URL; placeUnderBase shares one among the requests that name it: read it, never set a part of it. */
+  readonly url: Readonly<URL>;
   /** The path beneath the source's base URL, starting with "/", as role and policy globs see it. */
   readonly path: string;
   readonly query: string;

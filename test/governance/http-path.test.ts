@@ -46,3 +46,47 @@ describe('resolveProxyTarget: containment property', () => {
     );
   });
 });
+
+describe('placeUnderBase: a target placed again answers as the first time', () => {
+  // Upstream URLs are remembered by base URL, canonical path and query (docs/decisions/0028, "placing the path").
+  const bases = [DEFAULT_BASE_URL, 'https://other.example:8443/v2', 'http://10.0.0.7/', 'ftp://not-http.example/'];
+  const piece = fc.constantFrom('a', 'B', '/', '%2e', '%41', '%25', ':', '@', '~', '-', '_', '%C3%A9', '..', ';');
+  const query = fc.constantFrom('', '?', '?a=1', '?a=2', '?a=1&b=%20', '?x=%2e%2e', '?q=' + 'z'.repeat(1_100));
+  const target = fc.record({ base: fc.constantFrom(...bases), parts: fc.array(piece, { maxLength: 8 }), query });
+  const expected = (t: { base: string; parts: string[]; query: string }) => {
+    const r = resolveProxyTarget({ rawUrl: '/proxy/src1/' + t.parts.join('') + t.query, sourceId: 'src1', baseUrl: t.base });
+    return r.ok ? { href: r.url.href, path: r.path, query: r.query } : { reason: r.reason };
+  };
+
+  it('the same answer, whatever was placed in between, and each beneath its own base', () => {
+    fc.assert(
+      fc.property(fc.array(target, { minLength: 1, maxLength: 40 }), (targets) => {
+        const first = targets.map(expected);
+        // Again, in reverse order: every answer the same as the first, for its own base and query.
+        const again = targets.slice().reverse().map(expected).reverse();
+        expect(again).toEqual(first);
+        targets.forEach((t, i) => {
+          const href = first[i]!.href;
+          if (href === undefined) return;
+          expect(href.startsWith(new URL(t.base).origin)).toBe(true);
+          expect(new URL(href).search).toBe(t.query === '?' ? '' : t.query);
+        });
+      }),
+      { numRuns: 500 },
+    );
+  });
+
+  it('more targets than it remembers, and a key too long to remember, are placed all the same', () => {
+    for (let round = 0; round < 2; round++) {
+      for (let i = 0; i < 2_500; i++) {
+        const r = resolveProxyTarget({ rawUrl: `/proxy/src1/item?n=${i}`, sourceId: 'src1', baseUrl: DEFAULT_BASE_URL });
+        expect(r.ok && r.url.href).toBe(`${new URL(DEFAULT_BASE_URL).origin}/base/item?n=${i}`);
+      }
+    }
+    const long = 'p'.repeat(1_500);
+    const once = resolveProxyTarget({ rawUrl: `/proxy/src1/${long}`, sourceId: 'src1', baseUrl: DEFAULT_BASE_URL });
+    const twice = resolveProxyTarget({ rawUrl: `/proxy/src1/${long}`, sourceId: 'src1', baseUrl: DEFAULT_BASE_URL });
+    expect(once.ok && twice.ok && once.url !== twice.url && once.url.href === twice.url.href).toBe(true);
+    expect(resolveProxyTarget({ rawUrl: '/proxy/src1/x', sourceId: 'src1', baseUrl: 'ftp://not-http.example/' })).toEqual({ ok: false, code: 'invalid_path', reason: 'base_url_invalid' });
+  });
+});
