@@ -10,7 +10,7 @@ export type UpstreamMethod = 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
 
 export interface UpstreamRequestOptions {
   dispatcher: EgressDispatcher;
-  url: URL;
+  url: Readonly<URL>;
   method: UpstreamMethod;
   /** Already filtered to the request allowlist (spec §4 rule 6) plus the source's credential header. */
   headers: Record<string, string>;
