@@ -170,7 +170,9 @@ export class GovernedCache {
             sizeCalculation: (value) => value.size,
             ttl: ttl * 1000,
             ttlAutopurge: false,
-            // lru-cache's clock, so tests that move time move L1 expiry with it.
+            // lru-cache's clock, so tests that move time move L1 expiry with it; read on every lookup (ttlResolution 0)
+            // rather than cached behind a timer re-armed every millisecond under load.
+            ttlResolution: 0,
             perf: { now: () => this.#now() },
             dispose: (value, key, reason) => this.#forget(value.source_id, key, reason),
           })

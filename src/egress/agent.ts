@@ -161,7 +161,8 @@ export function createEgressDispatcher(options: EgressDispatcherOptions): Egress
     return agent;
   }
 
-  const allowed = new LRUCache<string, true>({ max: 10_000, ttl: PRECHECK_MEMO_MS });
+  // ttlResolution 0: lru-cache otherwise arms a timer per millisecond of lookups to debounce its clock reads.
+  const allowed = new LRUCache<string, true>({ max: 10_000, ttl: PRECHECK_MEMO_MS, ttlResolution: 0 });
   // A remembered allow answers synchronously: the pipeline then goes on without a microtask turn.
   function precheck(sourceId: string, hostname: string): Promise<void> | void {
     const key = `${sourceId}\u0000${hostname}`;

@@ -84,7 +84,8 @@ export interface KeyRevocationFeed {
  * subscription to revocations and passes each on to its listeners.
  */
 export class KeySessionMemo implements KeyRevocationFeed {
-  readonly #cache = new LRUCache<string, AgentIdentity>({ max: 50_000, ttl: KEY_SESSION_MEMO_MS });
+  // ttlResolution 0: lru-cache otherwise arms a timer per millisecond of lookups to debounce its clock reads.
+  readonly #cache = new LRUCache<string, AgentIdentity>({ max: 50_000, ttl: KEY_SESSION_MEMO_MS, ttlResolution: 0 });
   // The HMAC per request was the largest part of authentication in the proxy profile; only accepted keys are
   // remembered, so presenting random keys neither fills this with strangers' guesses nor evicts real agents.
   readonly #digests = new LRUCache<string, { pepper: string; digest: string }>({ max: KEY_DIGEST_MEMO_MAX, ttl: KEY_DIGEST_MEMO_MS, ttlAutopurge: true });
