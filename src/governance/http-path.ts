@@ -164,7 +164,8 @@ export function placeUnderBase(checked: CheckedProxyPath, baseUrl: string): Reso
  * Upstream URLs already placed, by base URL, canonical path and query, which alone decide it (a pure function): a
  * repeated request (every cache hit) does not parse its URL again (docs/decisions/0028, "placing the path"). Each
  * URL is shared by the requests that name it, so nothing may change one: it is read, never written. Bounded by
- * count and key length; cleared when full.
+ * count and key length; cleared when full. The key is one-to-one: neither a canonical path nor a checked query holds
+ * a NUL, so a NUL (which no valid base URL holds either) cannot move the boundary between the three.
  */
 const placedUrls = new Map<string, Readonly<URL> | PathRejectReason>();
 const MAX_PLACED = 256;
