@@ -1,5 +1,5 @@
 // Agent JWT authentication (spec §5.4, §5.6): a bearer JWT of the configured issuer, verified against its JWKS, identifies the pre-provisioned identity mapped to its subject.
-import { createHash } from 'node:crypto';
+import { hash } from 'node:crypto';
 import { LRUCache } from 'lru-cache';
 import { errors as joseErrors, jwtVerify, type JWTPayload, type JWTVerifyGetKey } from 'jose';
 import { GatehouseError } from '../errors/registry.js';
@@ -28,8 +28,30 @@ const JWT_SHAPE = /^[A-Za-z0-9_-]{2,}\.[A-Za-z0-9_-]{2,}\.[A-Za-z0-9_-]*$/;
  */
 export function looksLikeJwt(token: string): boolean {
   if (token.length > MAX_AGENT_JWT_LENGTH || !JWT_SHAPE.test(token)) return false;
+  const segment = token.slice(0, token.indexOf('.'));
+  let answer = jwtHeaders.get(segment);
+  if (answer === undefined) {
+    answer = isJwtHeader(segment);
+    if (segment.length <= MAX_REMEMBERED_HEADER_LENGTH) {
+      if (jwtHeaders.size >= MAX_REMEMBERED_HEADERS) jwtHeaders.clear();
+      jwtHeaders.set(segment, answer);
+    }
+  }
+  return answer;
+}
+
+/**
+ * Header segments already read: a provider signs its tokens with a handful of headers (`alg`, `kid`), so each bearer
+ * JWT would otherwise decode and parse the same one again (docs/decisions/0011, "the hit with a JWT"). The answer is a
+ * function of the segment alone. Bounded by count and length; cleared when full.
+ */
+const jwtHeaders = new Map<string, boolean>();
+const MAX_REMEMBERED_HEADERS = 256;
+const MAX_REMEMBERED_HEADER_LENGTH = 1_024;
+
+function isJwtHeader(segment: string): boolean {
   try {
-    const header: unknown = JSON.parse(Buffer.from(token.slice(0, token.indexOf('.')), 'base64url').toString('utf8'));
+    const header: unknown = JSON.parse(Buffer.from(segment, 'base64url').toString('utf8'));
     return header !== null && typeof header === 'object' && typeof (header as { alg?: unknown }).alg === 'string';
   } catch {
     return false;
@@ -90,7 +112,8 @@ interface Verified {
 export class AgentJwtAuthenticator {
   readonly #deps: AgentJwtDeps;
   /** Verified JWTs by the SHA-256 of the token (the token itself is not kept), until their `exp`. */
-  readonly #verified = new LRUCache<string, Verified>({ max: 50_000, ttlAutopurge: false });
+  // ttlResolution 0: lru-cache otherwise arms a timer per millisecond of lookups to debounce its clock reads.
+  readonly #verified = new LRUCache<string, Verified>({ max: 50_000, ttlAutopurge: false, ttlResolution: 0 });
   readonly #identities = new LRUCache<string, AgentIdentity>({ max: 50_000, ttl: IDENTITY_MEMO_MS, ttlResolution: 0 });
   #revision = 0;
 
@@ -104,7 +127,8 @@ export class AgentJwtAuthenticator {
 
   /** The identity a JWT identifies. Throws GatehouseError 'unauthenticated' (401 / 28P01) or 'unavailable' (503). */
   async authenticate(token: string): Promise<AgentIdentity> {
-    const digest = createHash('sha256').update(token).digest('base64url');
+    // The one-shot digest: a Hash object per request cost more than the digest itself.
+    const digest = hash('sha256', token, 'base64url');
     const now = Date.now();
     let verified = this.#verified.get(digest);
     if (verified === undefined || verified.expMs <= now) {

@@ -1,0 +1,50 @@
+// Whether a bearer credential is read as a JWT (looksLikeJwt), with its header segments remembered: the same answers
+// as reading every header afresh, whatever was seen before (docs/decisions/0011, "the hit with a JWT").
+import { describe, expect, it } from 'vitest';
+import fc from 'fast-check';
+import { looksLikeJwt, MAX_AGENT_JWT_LENGTH } from '../../src/identity/agent-jwt.js';
+
+/** The rule as written before the memo: shape, then the first segment decoded as a JSON object with a string `alg`. */
+function reference(token: string): boolean {
+  if (token.length > MAX_AGENT_JWT_LENGTH || !/^[A-Za-z0-9_-]{2,}\.[A-Za-z0-9_-]{2,}\.[A-Za-z0-9_-]*$/.test(token)) return false;
+  try {
+    const header: unknown = JSON.parse(Buffer.from(token.slice(0, token.indexOf('.')), 'base64url').toString('utf8'));
+    return header !== null && typeof header === 'object' && typeof (header as { alg?: unknown }).alg === 'string';
+  } catch {
+    return false;
+  }
+}
+
+const b64 = (v: string) => Buffer.from(v, 'utf8').toString('base64url');
+const headers = fc.oneof(
+  fc.constantFrom({ alg: 'RS256', kid: 'k1' }, { alg: 'ES256' }, { alg: 7 }, { typ: 'JWT' }, [1, 2], null, 'RS256', { alg: 'none', x: 'y'.repeat(900) }).map((h) => b64(JSON.stringify(h))),
+  // Headers that share all but their last characters and differ in the answer.
+  fc.tuple(fc.constantFrom('kid-0123456789abcdef', 'kid-0123456789abcdeg'), fc.constantFrom('"RS256"', '1', 'null', '"x"')).map(([kid, alg]) => b64(`{"kid":"${kid}","alg":${alg}}`)),
+  fc.string({ unit: fc.constantFrom('A', 'b', '0', '-', '_', 'e', 'y', 'J'), minLength: 2, maxLength: 40 }),
+  fc.constantFrom('eyJhbGciOiJSUzI1NiJ9', 'eyJhbGciOiJSUzI1NiJ9x', 'e', '', 'eyJhbGciOiJSUzI1NiJ9.'),
+  // A header with its last character changed (most such are no longer JSON).
+  fc.tuple(fc.constantFrom({ alg: 'RS256' }, { kid: 'k', alg: 'ES256' }, { alg: 'PS256', typ: 'at+jwt' }), fc.constantFrom('A', 'Q', 'g', 'w', '0', '9', '-', '_')).map(([h, c]) => b64(JSON.stringify(h)).slice(0, -1) + c),
+);
+const token = fc.tuple(headers, fc.constantFrom('eyJzdWIiOiJhIn0', 'x', 'payload', 'a.b'), fc.constantFrom('sig', '', '***', 'c'.repeat(9_000))).map(([h, p, s]) => `${h}.${p}.${s}`);
+
+describe('looksLikeJwt', () => {
+  it('answers as the rule read afresh, in any order and again', () => {
+    fc.assert(
+      fc.property(fc.array(token, { minLength: 1, maxLength: 30 }), (tokens) => {
+        for (const t of [...tokens, ...tokens.slice().reverse()]) expect(looksLikeJwt(t), t.slice(0, 80)).toBe(reference(t));
+      }),
+      { numRuns: 1_000 },
+    );
+  });
+
+  it('more headers than it remembers are read all the same', () => {
+    for (let round = 0; round < 2; round++) {
+      for (let i = 0; i < 600; i++) {
+        const withAlg = b64(JSON.stringify({ kid: `k${i}`, alg: 'RS256' }));
+        const without = b64(JSON.stringify({ kid: `k${i}`, alg: i }));
+        expect(looksLikeJwt(`${withAlg}.eyJzdWIiOiJhIn0.sig`)).toBe(true);
+        expect(looksLikeJwt(`${without}.eyJzdWIiOiJhIn0.sig`)).toBe(false);
+      }
+    }
+  });
+});
