@@ -17,6 +17,7 @@
 // The reasons are stable identifiers for logs and audit; clients only ever see `invalid_path`.
 
 import { baseUrlProblem } from './base-url.js';
+import { BoundedMemo } from '../util/bounded-memo.js';
 
 /** Longest accepted path part of the request target (prefix + remainder), in bytes/characters. */
 export const MAX_PATH_LENGTH = 8 * 1024;
@@ -148,14 +149,7 @@ export function checkProxyPath(input: { rawUrl: string; sourceId: string; prefix
 /** The source's base URL is the containment boundary (spec §4 rule 3): the upstream URL of a checked path beneath it. */
 export function placeUnderBase(checked: CheckedProxyPath, baseUrl: string): ResolveProxyTargetResult {
   const key = `${baseUrl}\u0000${checked.canonical}\u0000${checked.query}`;
-  let url = placedUrls.get(key);
-  if (url === undefined) {
-    url = upstreamUrl(checked, baseUrl);
-    if (key.length <= MAX_PLACED_KEY_LENGTH) {
-      if (placedUrls.size >= MAX_PLACED) placedUrls.clear();
-      placedUrls.set(key, url);
-    }
-  }
+  const url = placedUrls.get(key) ?? placedUrls.keep(key, upstreamUrl(checked, baseUrl));
   if (typeof url === 'string') return reject(url);
   return { ok: true, url, path: checked.path, query: checked.query, deeperPaths: checked.deeperPaths };
 }
@@ -167,9 +161,7 @@ export function placeUnderBase(checked: CheckedProxyPath, baseUrl: string): Reso
  * count and key length; cleared when full. The key is one-to-one: neither a canonical path nor a checked query holds
  * a NUL, so a NUL (which no valid base URL holds either) cannot move the boundary between the three.
  */
-const placedUrls = new Map<string, Readonly<URL> | PathRejectReason>();
-const MAX_PLACED = 256;
-const MAX_PLACED_KEY_LENGTH = 1_024;
+const placedUrls = new BoundedMemo<Readonly<URL> | PathRejectReason>(256, 1_024);
 
 function upstreamUrl(checked: CheckedProxyPath, baseUrl: string): Readonly<URL> | PathRejectReason {
   const base = parsedBase(baseUrl);
@@ -211,17 +203,12 @@ interface ParsedBase {
 }
 
 /** Sources are few and their base URLs change rarely: parse each once, not per request (bounded all the same). */
-const parsedBases = new Map<string, ParsedBase | null>();
-const MAX_PARSED_BASES = 10_000;
+const parsedBases = new BoundedMemo<ParsedBase | null>(10_000);
 
 function parsedBase(raw: string): ParsedBase | null {
-  let base = parsedBases.get(raw);
-  if (base === undefined) {
-    if (parsedBases.size >= MAX_PARSED_BASES) parsedBases.clear();
-    base = parseBaseUrl(raw);
-    parsedBases.set(raw, base);
-  }
-  return base;
+  // An invalid base is remembered too (null), so `??` would not do.
+  const known = parsedBases.get(raw);
+  return known !== undefined ? known : parsedBases.keep(raw, parseBaseUrl(raw));
 }
 
 function parseBaseUrl(raw: string): ParsedBase | null {

@@ -1,6 +1,7 @@
 // Agent JWT authentication (spec §5.4, §5.6): a bearer JWT of the configured issuer, verified against its JWKS, identifies the pre-provisioned identity mapped to its subject.
 import { hash } from 'node:crypto';
 import { LRUCache } from 'lru-cache';
+import { BoundedMemo } from '../util/bounded-memo.js';
 import { errors as joseErrors, jwtVerify, type JWTPayload, type JWTVerifyGetKey } from 'jose';
 import { GatehouseError } from '../errors/registry.js';
 import { getIdentityBySubject } from '../store/repos/oidc-subjects.js';
@@ -29,15 +30,7 @@ const JWT_SHAPE = /^[A-Za-z0-9_-]{2,}\.[A-Za-z0-9_-]{2,}\.[A-Za-z0-9_-]*$/;
 export function looksLikeJwt(token: string): boolean {
   if (token.length > MAX_AGENT_JWT_LENGTH || !JWT_SHAPE.test(token)) return false;
   const segment = token.slice(0, token.indexOf('.'));
-  let answer = jwtHeaders.get(segment);
-  if (answer === undefined) {
-    answer = isJwtHeader(segment);
-    if (segment.length <= MAX_REMEMBERED_HEADER_LENGTH) {
-      if (jwtHeaders.size >= MAX_REMEMBERED_HEADERS) jwtHeaders.clear();
-      jwtHeaders.set(segment, answer);
-    }
-  }
-  return answer;
+  return jwtHeaders.get(segment) ?? jwtHeaders.keep(segment, isJwtHeader(segment));
 }
 
 /**
@@ -45,9 +38,7 @@ export function looksLikeJwt(token: string): boolean {
  * JWT would otherwise decode and parse the same one again (docs/decisions/0011, "the hit with a JWT"). The answer is a
  * function of the segment alone. Bounded by count and length; cleared when full.
  */
-const jwtHeaders = new Map<string, boolean>();
-const MAX_REMEMBERED_HEADERS = 256;
-const MAX_REMEMBERED_HEADER_LENGTH = 1_024;
+const jwtHeaders = new BoundedMemo<boolean>(256, 1_024);
 
 function isJwtHeader(segment: string): boolean {
   try {
