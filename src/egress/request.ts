@@ -2,6 +2,7 @@
 import { promisify } from 'node:util';
 import zlib from 'node:zlib';
 import type { EgressDispatcher } from './agent.js';
+import type { PlacedUrl } from '../governance/http-path.js';
 import { GatehouseError } from '../errors/registry.js';
 import { ResponseTooLargeError, UnsupportedEncodingError, UpstreamError } from './errors.js';
 import type { UpstreamFailure } from './errors.js';
@@ -10,7 +11,7 @@ export type UpstreamMethod = 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
 
 export interface UpstreamRequestOptions {
   dispatcher: EgressDispatcher;
-  url: Readonly<URL>;
+  url: PlacedUrl;
   method: UpstreamMethod;
   /** Already filtered to the request allowlist (spec §4 rule 6) plus the source's credential header. */
   headers: Record<string, string>;

@@ -71,11 +71,17 @@ export interface ResolveProxyTargetInput {
   prefix?: string;
 }
 
+/**
+ * An upstream URL as placeUnderBase shares it among the requests that name it: every part readable, none settable,
+ * and no `searchParams` (whose methods would change it in place for every request of that target).
+ */
+export type PlacedUrl = Readonly<Omit<URL, 'searchParams'>>;
+
 export type ResolveProxyTargetResult =
   | {
       ok: true;
       /** Absolute upstream URL: base URL + remainder, beneath the base path; shared by the requests that name it (read only). */
-      url: Readonly<URL>;
+      url: PlacedUrl;
       /** The remainder, fully percent-decoded, for role/policy matching; always starts with `/`. */
       path: string;
       /** The raw query string without `?` ('' when absent), preserved as received. */
@@ -161,9 +167,9 @@ export function placeUnderBase(checked: CheckedProxyPath, baseUrl: string): Reso
  * count and key length; cleared when full. The key is one-to-one: neither a canonical path nor a checked query holds
  * a NUL, so a NUL (which no valid base URL holds either) cannot move the boundary between the three.
  */
-const placedUrls = new BoundedMemo<Readonly<URL> | PathRejectReason>(256, 1_024);
+const placedUrls = new BoundedMemo<PlacedUrl | PathRejectReason>(256, 1_024);
 
-function upstreamUrl(checked: CheckedProxyPath, baseUrl: string): Readonly<URL> | PathRejectReason {
+function upstreamUrl(checked: CheckedProxyPath, baseUrl: string): PlacedUrl | PathRejectReason {
   const base = parsedBase(baseUrl);
   if (base === null) return 'base_url_invalid';
   // Empty remainder means the base URL itself, exactly as configured (with or without its trailing slash).

@@ -30,7 +30,11 @@ const JWT_SHAPE = /^[A-Za-z0-9_-]{2,}\.[A-Za-z0-9_-]{2,}\.[A-Za-z0-9_-]*$/;
 export function looksLikeJwt(token: string): boolean {
   if (token.length > MAX_AGENT_JWT_LENGTH || !JWT_SHAPE.test(token)) return false;
   const segment = token.slice(0, token.indexOf('.'));
-  return jwtHeaders.get(segment) ?? jwtHeaders.keep(segment, isJwtHeader(segment));
+  const known = jwtHeaders.get(segment);
+  if (known !== undefined) return known;
+  // Kept as a copy of its own: the slice would keep the whole token (a credential) alive with it. The shape check
+  // admits only base64url characters, which latin1 carries unchanged.
+  return jwtHeaders.keep(Buffer.from(segment, 'latin1').toString('latin1'), isJwtHeader(segment));
 }
 
 /**

@@ -11,7 +11,7 @@ import { httpConfigSchema } from '../connectors/http.js';
 import { filesConfigSchema } from '../connectors/files.js';
 import { resolveCredential } from '../connectors/credentials.js';
 import type { SecretResolver } from '../connectors/types.js';
-import { resolveProxyTarget } from '../governance/http-path.js';
+import { resolveProxyTarget, type PlacedUrl } from '../governance/http-path.js';
 import { IngestionError } from './errors.js';
 import { filePathProblem } from './paths.js';
 
@@ -130,7 +130,7 @@ function sha256(bytes: Buffer): string {
 // http
 
 /** The upstream URL of `relPath` beneath the source's base URL, with the proxy's own path checks (spec §4 rules 2, 3). */
-export function httpDocumentUrl(source: DataSource, relPath: string): URL {
+export function httpDocumentUrl(source: DataSource, relPath: string): PlacedUrl {
   const parsed = httpConfigSchema.safeParse(source.connection_config);
   if (!parsed.success) throw new IngestionError('source_unusable', 'connection_config is not an http configuration');
   const encoded = relPath.split('/').map(encodeURIComponent).join('/');
@@ -140,7 +140,7 @@ export function httpDocumentUrl(source: DataSource, relPath: string): URL {
 }
 
 /** GETs one URL of an HTTP source through its egress dispatcher with the source's own credential. */
-export async function httpGet(source: DataSource, url: URL, deps: FetchDeps): Promise<{ status: number; headers: Record<string, string | string[]>; body: Buffer }> {
+export async function httpGet(source: DataSource, url: PlacedUrl, deps: FetchDeps): Promise<{ status: number; headers: Record<string, string | string[]>; body: Buffer }> {
   const config = httpConfigSchema.parse(source.connection_config);
   const cred = resolveCredential(config, { literal: 'token', ref: 'token_ref' }, deps.resolveSecret);
   if (!cred.ok) throw new IngestionError('source_unusable', 'the source credential reference cannot be resolved');

@@ -9,6 +9,7 @@ import type { StructureProvider } from '../governance/sql/structure.js';
 import type { ColumnAnalysis } from '../governance/sql/result-columns.js';
 import type { PiiScanner } from '../governance/pii/index.js';
 import type { CallTrust } from '../governance/sql/source-calls.js';
+import type { PlacedUrl } from '../governance/http-path.js';
 import type { PathResolution } from '../governance/sql/search-path.js';
 import type { RiskAssessment, TableEffect, WriteEstimate, WriteRiskThresholds } from '../governance/risk.js';
 import type { CheckedProxyPath } from '../governance/http-path.js';
@@ -58,7 +59,7 @@ export type Credential = { readonly kind: 'bearer'; readonly authorization: stri
 /** The resolved HTTP target (after source resolution): where the request would go, and the path the rules match. */
 export interface HttpTarget {
   /** The upstream URL; placeUnderBase shares one among the requests that name it: read it, never set a part of it. */
-  readonly url: Readonly<URL>;
+  readonly url: PlacedUrl;
   /** The path beneath the source's base URL, starting with "/", as role and policy globs see it. */
   readonly path: string;
   readonly query: string;

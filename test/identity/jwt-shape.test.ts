@@ -1,5 +1,6 @@
 // Whether a bearer credential is read as a JWT (looksLikeJwt), with its header segments remembered: the same answers
 // as reading every header afresh, whatever was seen before (docs/decisions/0011, "the hit with a JWT").
+import { execFileSync } from 'node:child_process';
 import { describe, expect, it } from 'vitest';
 import fc from 'fast-check';
 import { looksLikeJwt, MAX_AGENT_JWT_LENGTH } from '../../src/identity/agent-jwt.js';
@@ -46,5 +47,27 @@ describe('looksLikeJwt', () => {
         expect(looksLikeJwt(`${without}.eyJzdWIiOiJhIn0.sig`)).toBe(false);
       }
     }
+  });
+});
+
+describe('looksLikeJwt keeps no token', () => {
+  it('the header segments it remembers do not hold the tokens they were cut from (a credential) in memory', () => {
+    // A process of its own with --expose-gc: 200 tokens of ≈ 8 kB with distinct headers, then a collection. Kept
+    // slices would hold ≈ 1.6 MB of tokens; copies hold ≈ 40 kB.
+    const script = `
+      import { looksLikeJwt } from ${JSON.stringify(new URL('../../src/identity/agent-jwt.ts', import.meta.url).pathname)};
+      const b64 = (v) => Buffer.from(v).toString('base64url');
+      const tail = 'S'.repeat(8_000);
+      globalThis.gc(); globalThis.gc();
+      const before = process.memoryUsage().heapUsed;
+      let seen = 0;
+      for (let i = 0; i < 200; i++) if (looksLikeJwt(b64(JSON.stringify({ alg: 'RS256', kid: 'key-' + i })) + '.eyJzdWIiOiJhIn0.' + tail + i)) seen++;
+      globalThis.gc(); globalThis.gc();
+      console.log(JSON.stringify({ seen, retained: process.memoryUsage().heapUsed - before }));
+    `;
+    const out = execFileSync(process.execPath, ['--expose-gc', '--import', 'tsx', '--input-type=module', '-e', script], { encoding: 'utf8' });
+    const { seen, retained } = JSON.parse(out.trim().split('\n').at(-1)!) as { seen: number; retained: number };
+    expect(seen).toBe(200);
+    expect(retained).toBeLessThan(800_000);
   });
 });

@@ -11,9 +11,11 @@ describe('BoundedMemo', () => {
     expect(memo.get('b')).toBeNull();
     expect(memo.keep('toolong', 7)).toBe(7);
     expect(memo.get('toolong')).toBeUndefined();
-    memo.keep('c', 3);
+    // A key of exactly the longest length is kept (then the memo is full).
+    memo.keep('fives', 5);
+    expect(memo.get('fives')).toBe(5);
     // Full at three: the fourth answer starts a new memo.
     memo.keep('d', 4);
-    expect([memo.get('a'), memo.get('b'), memo.get('c'), memo.get('d')]).toEqual([undefined, undefined, undefined, 4]);
+    expect([memo.get('a'), memo.get('b'), memo.get('fives'), memo.get('d')]).toEqual([undefined, undefined, undefined, 4]);
   });
 });
