@@ -1,5 +1,6 @@
 // The governed response cache (spec §4 rule 9, step 7/9/10): L1 in-process LRU + L2 in the coordination store, keyed by the full scope and the source generation, with write barriers.
-import { LRUCache } from 'lru-cache';
+import type { LRUCache } from 'lru-cache';
+import { ttlCache } from '../util/ttl-cache.js';
 import type { Config } from '../config/index.js';
 import type { Coordination } from '../coord/index.js';
 import { GatehouseError } from '../errors/registry.js';
@@ -164,15 +165,13 @@ export class GovernedCache {
     const { l1_max_entries: max, l1_max_bytes: maxSize, l1_ttl_seconds: ttl } = opts.config;
     this.#l1 =
       max > 0 && ttl > 0
-        ? new LRUCache<string, L1Value>({
+        ? ttlCache<string, L1Value>({
             max,
             maxSize,
             sizeCalculation: (value) => value.size,
             ttl: ttl * 1000,
             ttlAutopurge: false,
-            // lru-cache's clock, so tests that move time move L1 expiry with it; read on every lookup (ttlResolution 0)
-            // rather than cached behind a timer re-armed every millisecond under load.
-            ttlResolution: 0,
+            // lru-cache's clock, so tests that move time move L1 expiry with it.
             perf: { now: () => this.#now() },
             dispose: (value, key, reason) => this.#forget(value.source_id, key, reason),
           })

@@ -1,5 +1,5 @@
 // SSRF-safe undici dispatchers: every connection resolves its host once, checks every answer against the egress policy, and connects to the checked address itself (spec §4 rule 5; docs/egress.md).
-import { LRUCache } from 'lru-cache';
+import { ttlCache } from '../util/ttl-cache.js';
 import { lookup as dnsLookup } from 'node:dns/promises';
 import { isIP } from 'node:net';
 import { Agent, buildConnector } from 'undici';
@@ -161,8 +161,7 @@ export function createEgressDispatcher(options: EgressDispatcherOptions): Egress
     return agent;
   }
 
-  // ttlResolution 0: lru-cache otherwise arms a timer per millisecond of lookups to debounce its clock reads.
-  const allowed = new LRUCache<string, true>({ max: 10_000, ttl: PRECHECK_MEMO_MS, ttlResolution: 0 });
+  const allowed = ttlCache<string, true>({ max: 10_000, ttl: PRECHECK_MEMO_MS });
   // A remembered allow answers synchronously: the pipeline then goes on without a microtask turn.
   function precheck(sourceId: string, hostname: string): Promise<void> | void {
     const key = `${sourceId}\u0000${hostname}`;

@@ -1,6 +1,6 @@
 // Agent JWT authentication (spec §5.4, §5.6): a bearer JWT of the configured issuer, verified against its JWKS, identifies the pre-provisioned identity mapped to its subject.
 import { hash } from 'node:crypto';
-import { LRUCache } from 'lru-cache';
+import { ttlCache } from '../util/ttl-cache.js';
 import { BoundedMemo } from '../util/bounded-memo.js';
 import { errors as joseErrors, jwtVerify, type JWTPayload, type JWTVerifyGetKey } from 'jose';
 import { GatehouseError } from '../errors/registry.js';
@@ -107,9 +107,8 @@ interface Verified {
 export class AgentJwtAuthenticator {
   readonly #deps: AgentJwtDeps;
   /** Verified JWTs by the SHA-256 of the token (the token itself is not kept), until their `exp`. */
-  // ttlResolution 0: lru-cache otherwise arms a timer per millisecond of lookups to debounce its clock reads.
-  readonly #verified = new LRUCache<string, Verified>({ max: 50_000, ttlAutopurge: false, ttlResolution: 0 });
-  readonly #identities = new LRUCache<string, AgentIdentity>({ max: 50_000, ttl: IDENTITY_MEMO_MS, ttlResolution: 0 });
+  readonly #verified = ttlCache<string, Verified>({ max: 50_000, ttlAutopurge: false });
+  readonly #identities = ttlCache<string, AgentIdentity>({ max: 50_000, ttl: IDENTITY_MEMO_MS });
   #revision = 0;
 
   constructor(deps: AgentJwtDeps) {

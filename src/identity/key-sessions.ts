@@ -1,5 +1,6 @@
 // Short-lived agent key sessions in the coordination store (`keysession:<digest>`), and their revocation when an identity or its grants change.
-import { LRUCache } from 'lru-cache';
+import type { LRUCache } from 'lru-cache';
+import { ttlCache } from '../util/ttl-cache.js';
 import type { Coordination } from '../coord/index.js';
 import type { Db } from '../store/repos/util.js';
 import type { Logger } from '../observability/logger.js';
@@ -84,11 +85,10 @@ export interface KeyRevocationFeed {
  * subscription to revocations and passes each on to its listeners.
  */
 export class KeySessionMemo implements KeyRevocationFeed {
-  // ttlResolution 0: lru-cache otherwise arms a timer per millisecond of lookups to debounce its clock reads.
-  readonly #cache = new LRUCache<string, AgentIdentity>({ max: 50_000, ttl: KEY_SESSION_MEMO_MS, ttlResolution: 0 });
+  readonly #cache = ttlCache<string, AgentIdentity>({ max: 50_000, ttl: KEY_SESSION_MEMO_MS });
   // The HMAC per request was the largest part of authentication in the proxy profile; only accepted keys are
   // remembered, so presenting random keys neither fills this with strangers' guesses nor evicts real agents.
-  readonly #digests = new LRUCache<string, { pepper: string; digest: string }>({ max: KEY_DIGEST_MEMO_MAX, ttl: KEY_DIGEST_MEMO_MS, ttlAutopurge: true });
+  readonly #digests = ttlCache<string, { pepper: string; digest: string }>({ max: KEY_DIGEST_MEMO_MAX, ttl: KEY_DIGEST_MEMO_MS, ttlAutopurge: true });
   readonly #listeners = new Set<(revoked: KeyRevocation) => void>();
   #subscribed = false;
   #unsubscribe: (() => Promise<void>) | null = null;
@@ -108,7 +108,7 @@ export class KeySessionMemo implements KeyRevocationFeed {
     ttlSeconds = 0,
   ) {
     this.#standbyMs = ttlSeconds * 1000;
-    this.#standby = new LRUCache({ max: STANDBY_MAX, ttl: Math.max(this.#standbyMs, 1), ttlAutopurge: false });
+    this.#standby = ttlCache({ max: STANDBY_MAX, ttl: Math.max(this.#standbyMs, 1), ttlAutopurge: false });
   }
 
   async start(): Promise<void> {

@@ -1,5 +1,5 @@
 // The governance runtime of a gateway or admin process: built once, it gives every front door (and approval execution) the same pipeline dependencies.
-import { LRUCache } from 'lru-cache';
+import { ttlCache } from '../util/ttl-cache.js';
 import { initSqlParser, SqlClassifier } from '../governance/sql/index.js';
 import { createPiiScanner, piiOptionsFromConfig, type PiiScanner } from '../governance/pii/index.js';
 import type { Grant, SourceRole } from '../governance/source-roles.js';
@@ -40,8 +40,7 @@ type RoleContext = { grants: readonly Grant[]; roles: readonly SourceRole[] };
 
 /** Role contexts by identity, source and grant version: any grant or role change advances the version, so a cached context is never stale. */
 function cachedRoleContexts(services: Services): (identity: AgentIdentity, sourceId: string) => Promise<RoleContext> {
-  // ttlResolution 0: read the clock per lookup instead of lru-cache's default 1 ms cached clock, which re-arms a timer every millisecond under load.
-  const cache = new LRUCache<string, RoleContext>({ max: 10_000, ttl: 30_000, ttlResolution: 0 });
+  const cache = ttlCache<string, RoleContext>({ max: 10_000, ttl: 30_000 });
   return async (identity, sourceId) => {
     const key = `${identity.id}\u0000${sourceId}\u0000${identity.grant_version}`;
     const hit = cache.get(key);

@@ -1,5 +1,6 @@
 // Governance of one wire statement: the shared decision stages, the audit entry it owns, and the ErrorResponse a refusal becomes.
-import { LRUCache } from 'lru-cache';
+import type { LRUCache } from 'lru-cache';
+import { ttlCache } from '../../util/ttl-cache.js';
 import { applyPolicy, auditFieldsOf, decisionStages, preparationStages } from '../../pipeline/decide.js';
 import { asGatehouseError, auditFailure, runStages } from '../../pipeline/run.js';
 import type { GovernedRequest, PipelineDeps, Stage, StageOutcome } from '../../pipeline/context.js';
@@ -269,8 +270,7 @@ export class IdentityRefresher {
   readonly #stopListening: () => void;
 
   constructor(private readonly db: Db, revocations: KeyRevocationFeed | null, ttlMs = IDENTITY_REFRESH_MS) {
-    // ttlResolution 0: lru-cache otherwise arms a timer per millisecond of lookups to debounce its clock reads.
-    this.#cache = new LRUCache({ max: 10_000, ttl: ttlMs, ttlResolution: 0 });
+    this.#cache = ttlCache({ max: 10_000, ttl: ttlMs });
     this.#revocations = revocations;
     this.#stopListening = revocations?.onRevoked((revoked) => this.#revoke(revoked)) ?? (() => undefined);
   }
