@@ -14,6 +14,8 @@ const TRAILER = Buffer.from([0xff, 0xff]);
 /** Element type OIDs of the array columns (pg_type): array_recv refuses elements of another type. */
 const TEXT_OID = 25;
 const INT4_OID = 23;
+/** Texts up to this length are written by #ascii when they are plain ASCII. */
+const SHORT_TEXT = 128;
 /** 2000-01-01T00:00:00Z, PostgreSQL's timestamp epoch, in Unix milliseconds. */
 const PG_EPOCH_MS = 946_684_800_000;
 
@@ -76,12 +78,32 @@ class Writer {
   text(s: string): void {
     this.ensure(4 + s.length * 3);
     const start = this.off + 4;
+    if (s.length <= SHORT_TEXT && this.#ascii(s, start)) {
+      this.int32(s.length);
+      this.off = start + s.length;
+      return;
+    }
     const n = this.buf.write(s, start, 'utf8');
     // ASCII writes one byte per character; anything else may hold a lone surrogate (written as U+FFFD). A NUL has no
     // place in text at all. Such an entry is left to storableEntry (insert.ts).
     if (s.includes('\0') || (n !== s.length && !s.isWellFormed())) this.unstorable = true;
     this.int32(n);
     this.off = start + n;
+  }
+
+  /**
+   * Writes a short text's characters at `at` when every one is ASCII other than NUL (its UTF-8 is its characters), and
+   * answers whether it did; otherwise nothing written is used and the caller encodes it. A loop here costs less than
+   * a call into the encoder for the short texts most fields hold (ids, names, the normalized statement).
+   */
+  #ascii(s: string, at: number): boolean {
+    const b = this.buf;
+    for (let i = 0; i < s.length; i++) {
+      const c = s.charCodeAt(i);
+      if (c === 0 || c > 0x7f) return false;
+      b[at + i] = c;
+    }
+    return true;
   }
 
   textOrNull(s: string | null): void {

@@ -164,6 +164,9 @@ const hostile = fc.oneof(
   // Long values up to the validator's 16,384 characters, made of what needs escaping most.
   { arbitrary: fc.tuple(fc.constantFrom('\\', '\t', '"', 'x', '😀', '{,}'), fc.integer({ min: 1_000, max: 16_384 })).map(([p, n]) => p.repeat(n).slice(0, 16_384)), weight: 3 },
   { arbitrary: fc.tuple(piece, fc.constantFrom(...POISON), piece).map((a) => a.join('')), weight: 1 },
+  // Around the encoder's short-text length (copy-binary.ts SHORT_TEXT, 128): plain ASCII is written by its own loop, and
+  // one character past ASCII anywhere in it, first or last included, sends the whole text to the UTF-8 encoder.
+  { arbitrary: fc.tuple(fc.integer({ min: 120, max: 136 }), fc.nat(), fc.constantFrom('', 'é', '😀', '\u0080', '\u007f', '\uFFFD')).map(([n, at, odd]) => { const a = 'x'.repeat(n); const i = at % (n + 1); return a.slice(0, i) + odd + a.slice(i); }), weight: 20 },
 ).filter((s) => s.length <= 16_384);
 const textOrNull = fc.option(hostile, { freq: 4 });
 const jsonValue = fc.letrec((tie) => ({
