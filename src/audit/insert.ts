@@ -6,7 +6,7 @@ import { setImmediate } from 'node:timers/promises';
 import { AUDIT_COPY_BINARY_STATEMENT, BinaryBatchEncoder, auditTuple, type AuditBinaryBatch } from './copy-binary.js';
 import { AUDIT_FIELDS, hasUnstorableEscape, storableEntry, type AuditEntry } from './entry.js';
 import { ensurePartitionsFor } from './partitions.js';
-import { packedIdsHex, rowDigest, sealInsertSql, type BatchSeal, type SealChain } from './seal.js';
+import { packedIdsHex, rowDigestHex, sealInsertSql, type BatchSeal, type SealChain } from './seal.js';
 
 const COLUMNS = sql.raw(AUDIT_FIELDS.join(', '));
 
@@ -131,8 +131,8 @@ export async function copySealed(
   let seal: BatchSeal | null = null;
   if (chain) {
     const { tuples } = batch;
-    const digests = new Array<Buffer>(tuples.length);
-    await inSlices(tuples.length, (i) => (digests[i] = rowDigest(tuples[i]!)));
+    const digests = new Array<string>(tuples.length);
+    await inSlices(tuples.length, (i) => (digests[i] = rowDigestHex(tuples[i]!)));
     seal = chain.sealDigests(entries, digests);
   }
   const statement = seal ? `${AUDIT_COPY_BINARY_STATEMENT}; ${sealInsertSql(seal)}` : AUDIT_COPY_BINARY_STATEMENT;

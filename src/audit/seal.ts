@@ -35,9 +35,18 @@ export interface BatchSeal {
   digests: Buffer;
 }
 
-/** The digest of one row's canonical form: its binary tuple (format 2) or its text line (format 1). */
+/**
+ * The digest of one row's canonical form, its binary tuple (format 2) or its text line (format 1), as DIGEST_BYTES * 2
+ * hex digits. Hex is `hash()`'s fast case: asked for a Buffer, Node lower-cases the encoding's name twice per call
+ * (ICU's toLowerCase), which cost more than the SHA-256 of a row (docs/decisions/0032).
+ */
+export function rowDigestHex(canonical: Uint8Array | string): string {
+  return hash('sha256', canonical, 'hex').slice(0, DIGEST_BYTES * 2);
+}
+
+/** rowDigestHex as bytes. */
 export function rowDigest(canonical: Uint8Array | string): Buffer {
-  return hash('sha256', canonical, 'buffer').subarray(0, DIGEST_BYTES);
+  return Buffer.from(rowDigestHex(canonical), 'hex');
 }
 
 /** The seal's hash: its format, chain position, its link to the previous seal and every row's id and digest. */
@@ -47,7 +56,7 @@ export function sealHash(s: Omit<BatchSeal, 'hash' | 'min_ts' | 'max_ts'>): Buff
   const hex = s.digests.toString('hex');
   const width = DIGEST_BYTES * 2;
   for (let i = 0; i < s.ids.length; i++) text += `${s.ids[i]} ${hex.slice(i * width, (i + 1) * width)}\n`;
-  return hash('sha256', text, 'buffer');
+  return Buffer.from(hash('sha256', text, 'hex'), 'hex');
 }
 
 /**
@@ -67,19 +76,21 @@ export class SealChain {
 
   /** Seals a batch (format 2): `tuples[i]` is the binary COPY tuple of `entries[i]` as it will be stored. */
   seal(entries: readonly AuditEntry[], tuples: readonly Uint8Array[]): BatchSeal {
-    return this.sealDigests(entries, tuples.map(rowDigest));
+    return this.sealDigests(entries, tuples.map((t) => rowDigestHex(t)));
   }
 
-  /** Seals a batch (format 2) whose rows are digested already: `digests[i]` is rowDigest of `entries[i]`'s tuple. */
-  sealDigests(entries: readonly AuditEntry[], digests: readonly Uint8Array[]): BatchSeal {
-    const packed = Buffer.allocUnsafe(entries.length * DIGEST_BYTES);
+  /** Seals a batch (format 2) whose rows are digested already: `digests[i]` is rowDigestHex of `entries[i]`'s tuple. */
+  sealDigests(entries: readonly AuditEntry[], digests: readonly string[]): BatchSeal {
+    if (digests.length !== entries.length || digests.some((d) => d.length !== DIGEST_BYTES * 2)) throw new TypeError('a seal needs one digest of DIGEST_BYTES per entry');
+    // One conversion for the batch: the digests' hex joined is the packed column's hex.
+    const packed = Buffer.from(digests.join(''), 'hex');
+    if (packed.length !== entries.length * DIGEST_BYTES) throw new TypeError('a row digest is not hex');
     const ids: string[] = new Array<string>(entries.length);
     let min = entries[0]!.ts;
     let max = min;
     for (let i = 0; i < entries.length; i++) {
       const e = entries[i]!;
       ids[i] = e.id;
-      packed.set(digests[i]!, i * DIGEST_BYTES);
       // Valid timestamps share one fixed-width format: text order is time order.
       if (e.ts < min) min = e.ts;
       if (e.ts > max) max = e.ts;

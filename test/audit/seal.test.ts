@@ -7,7 +7,9 @@ import { sql } from 'kysely';
 import type { Kysely } from 'kysely';
 import { AuditWriter } from '../../src/audit/writer.js';
 import { insertAuditEntries } from '../../src/audit/insert.js';
-import { DIGEST_BYTES, GENESIS_HASH, rowDigest, SealChain, sealHash } from '../../src/audit/seal.js';
+import { createHash } from 'node:crypto';
+import fc from 'fast-check';
+import { DIGEST_BYTES, GENESIS_HASH, rowDigest, rowDigestHex, SealChain, sealHash } from '../../src/audit/seal.js';
 import { auditCopyLine } from '../../src/audit/copy-text.js';
 import { verifyAudit, type VerifyProblem } from '../../src/audit/verify.js';
 import { maintainPartitions } from '../../src/audit/partitions.js';
@@ -54,6 +56,31 @@ const kinds = (problems: VerifyProblem[]): string[] => problems.map((p) => p.kin
 /** A seal's ids as uuid[] whatever its format: format 2 stores them packed (migration 0021). */
 const SEAL_IDS = sql.raw(`coalesce(ids, array(select encode(substr(id_bytes, i * 16 + 1, 16), 'hex')::uuid
   from generate_series(0, length(id_bytes) / 16 - 1) as i order by i))`);
+
+describe('row digests', () => {
+  // Seals already stored hold the first DIGEST_BYTES of each row's SHA-256: any other bytes would break them all.
+  it('are the first DIGEST_BYTES of the SHA-256 of the row, as bytes and as hex, for bytes and text (property)', () => {
+    fc.assert(
+      fc.property(fc.oneof(fc.uint8Array({ maxLength: 2_000 }), fc.string({ unit: 'binary', maxLength: 300 })), (row) => {
+        const expected = createHash('sha256').update(row).digest().subarray(0, DIGEST_BYTES);
+        expect(rowDigest(row).equals(expected)).toBe(true);
+        expect(rowDigestHex(row)).toBe(expected.toString('hex'));
+      }),
+      { numRuns: 300 },
+    );
+  });
+
+  it('a seal packs them in entry order and refuses a digest of the wrong length or not hex', () => {
+    const list = entries('d-', 3, Date.now());
+    const tuples = list.map((_, i) => Buffer.from(`row ${i}`));
+    const seal = new SealChain().seal(list, tuples);
+    expect(seal.digests.equals(Buffer.concat(tuples.map((t) => rowDigest(t))))).toBe(true);
+    const hex = tuples.map((t) => rowDigestHex(t));
+    expect(() => new SealChain().sealDigests(list, hex.slice(0, 2))).toThrow(TypeError);
+    expect(() => new SealChain().sealDigests(list, [hex[0]!, hex[1]!.slice(1), hex[2]!])).toThrow(TypeError);
+    expect(() => new SealChain().sealDigests(list, [hex[0]!, `${hex[1]!.slice(0, -1)}g`, hex[2]!])).toThrow(TypeError);
+  });
+});
 
 describe('seals on PostgreSQL (COPY path)', () => {
   let migrated: MigratedStore;
