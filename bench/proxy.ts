@@ -1,7 +1,7 @@
 // HTTP proxy benchmark: the upstream directly, nginx as a plain reverse proxy, Gatehouse on an origin miss and on a cache hit (with OTLP export off and on; authenticated by an agent JWT from a real OpenID provider), and a bare Node proxy as the platform's floor — one run, loopback, small JSON, ratios with PASS/FAIL.
 import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtemp, rm, writeFile, mkdir } from 'node:fs/promises';
-import { createWriteStream, existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { createWriteStream, existsSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { availableParallelism, tmpdir } from 'node:os';
 import path from 'node:path';
@@ -381,12 +381,6 @@ async function probe(name: string, url: string | (() => string), headers: Record
   } finally {
     await pool.close();
   }
-  if (process.env.BENCH_PROBE_DUMP_DIR) {
-    const file = path.join(process.env.BENCH_PROBE_DUMP_DIR, `${name.replace(/[^a-z0-9]+/gi, '-').replace(/^-|-$/g, '')}.json`);
-    // Each round's probe of a case is appended to its file: one array per round.
-    const earlier = existsSync(file) ? (JSON.parse(readFileSync(file, 'utf8')) as number[][]) : [];
-    writeFileSync(file, JSON.stringify([...earlier, samples]));
-  }
   return samples;
 }
 
@@ -528,16 +522,14 @@ async function main(): Promise<void> {
       if (d) probeCases.push(['(d) gatehouse hit', () => probe('(d) gatehouse hit', `${gh.gatewayUrl}/proxy/bench/hit/item`, auth)]);
       if (e && bare !== null) probeCases.push(['(e) bare node proxy', () => probe('(e) bare node proxy', () => `http://127.0.0.1:${bare.port}/miss/item?n=${n++}`)]);
       // In rounds too, alternating: a stall of the machine falls on one round of one case, not on all of its probe.
-      const samples = new Map<string, number[]>();
+      const samples = new Map<string, number[][]>(probeCases.map(([name]) => [name, []]));
       for (let round = 0; round < ROUNDS; round++) {
-        for (const [name, measure] of round % 2 === 0 ? probeCases : [...probeCases].reverse()) {
-          const got = await measure();
-          const all = samples.get(name) ?? [];
-          for (const v of got) all.push(v);
-          samples.set(name, all);
-        }
+        for (const [name, measure] of round % 2 === 0 ? probeCases : [...probeCases].reverse()) samples.get(name)!.push(await measure());
       }
-      const probes = probeCases.map(([name]) => probeOf(name, samples.get(name)!));
+      // Each case's latencies (µs, in the order sent), one array per round.
+      const dump = process.env.BENCH_PROBE_DUMP_DIR;
+      if (dump) for (const [name, rounds] of samples) writeFileSync(path.join(dump, `${name.replace(/[^a-z0-9]+/gi, '-').replace(/^-|-$/g, '')}.json`), JSON.stringify(rounds));
+      const probes = probeCases.map(([name]) => probeOf(name, samples.get(name)!.flat()));
       console.log(`\nUnqueued latency: 1 connection, one request at a time, ${ROUNDS} × ${PROBE_S}s each (the goal above is at ${CONNECTIONS} connections)`);
       console.log(`${'case'.padEnd(22)}${'requests'.padStart(9)}${'p50 ms'.padStart(9)}${'p99 ms'.padStart(9)}${'p99.9 ms'.padStart(10)}`);
       for (const r of probes) console.log(`${r.name.padEnd(22)}${fmt(r.requests)}${fmt(r.p50 / 1000, 3)}${fmt(r.p99 / 1000, 3)}${(r.p999 / 1000).toFixed(3).padStart(10)}`);
