@@ -6,7 +6,7 @@ import { setImmediate } from 'node:timers/promises';
 import { AUDIT_COPY_BINARY_STATEMENT, BinaryBatchEncoder, auditTuple, type AuditBinaryBatch } from './copy-binary.js';
 import { AUDIT_FIELDS, hasUnstorableEscape, storableEntry, type AuditEntry } from './entry.js';
 import { ensurePartitionsFor } from './partitions.js';
-import { packedIdsHex, rowDigestHex, sealInsertSql, type BatchSeal, type SealChain } from './seal.js';
+import { SEAL_INSERT_COLUMNS, rowDigestHex, sealInsertSql, type LocatedSeal, type SealChain } from './seal.js';
 
 const COLUMNS = sql.raw(AUDIT_FIELDS.join(', '));
 
@@ -37,7 +37,7 @@ export async function insertAuditEntries(db: Kysely<any>, entries: readonly Audi
 
 /** insertAuditEntries, answering the seal it stored too. */
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
-export async function insertSealed(db: Kysely<any>, entries: readonly AuditEntry[], chain: SealChain | undefined, sealed?: BatchSeal): Promise<{ stored: number; seal: BatchSeal | null }> {
+export async function insertSealed(db: Kysely<any>, entries: readonly AuditEntry[], chain: SealChain | undefined, sealed?: LocatedSeal): Promise<{ stored: number; seal: LocatedSeal | null }> {
   if (entries.length === 0) return { stored: 0, seal: null };
   // json_populate_recordset refuses the \u escapes of NUL and lone surrogates for text and jsonb: such a batch is
   // stored with those characters replaced.
@@ -50,9 +50,9 @@ export async function insertSealed(db: Kysely<any>, entries: readonly AuditEntry
     const rows = sql`select ${COLUMNS} from json_populate_recordset(null::audit_entries, ${json}::json)`;
     const result = seal
       ? await sql`with seal as (
-            insert into audit_seals (format, writer_id, seq, prev_seq, prev_hash, hash, row_count, min_ts, max_ts, id_bytes, digests)
+            insert into audit_seals (${sql.raw(SEAL_INSERT_COLUMNS)})
             values (${seal.format}, ${seal.writer_id}::uuid, ${seal.seq}, ${seal.prev_seq}, ${seal.prev_hash}, ${seal.hash}, ${seal.row_count},
-                    ${seal.min_ts}::timestamptz, ${seal.max_ts}::timestamptz, ${Buffer.from(packedIdsHex(seal.ids), 'hex')}, ${seal.digests}))
+                    ${seal.min_ts}::timestamptz, ${seal.max_ts}::timestamptz, ${seal.locators}, ${seal.rows_hash}))
           insert into audit_entries (${COLUMNS}) ${rows} on conflict (id, ts) do nothing`.execute(db)
       : await sql`insert into audit_entries (${COLUMNS}) ${rows} on conflict (id, ts) do nothing`.execute(db);
     return Number(result.numAffectedRows ?? 0);
@@ -119,7 +119,7 @@ export async function copyAuditEntries(
 export async function copySealed(
   // eslint-disable-next-line @typescript-eslint/no-explicit-any
   db: Kysely<any>, copyIn: CopyIn, entries: readonly AuditEntry[], timeoutMs: number, chain: SealChain | undefined,
-): Promise<{ stored: number; seal: BatchSeal | null }> {
+): Promise<{ stored: number; seal: LocatedSeal | null }> {
   if (entries.length === 0) return { stored: 0, seal: null };
   // A batch COPY cannot carry unchanged holds a NUL or a lone surrogate: it is stored with them replaced.
   let batch = await encodeBatch(entries);
@@ -128,7 +128,7 @@ export async function copySealed(
     batch = await encodeBatch(entries);
     if (batch === null) return insertSealed(db, entries, chain);
   }
-  let seal: BatchSeal | null = null;
+  let seal: LocatedSeal | null = null;
   if (chain) {
     const { tuples } = batch;
     const digests = new Array<string>(tuples.length);

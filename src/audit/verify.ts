@@ -4,7 +4,10 @@ import type { Kysely } from 'kysely';
 import { auditTuple } from './copy-binary.js';
 import { auditCopyLine } from './copy-text.js';
 import { AUDIT_FIELDS, type AuditEntry } from './entry.js';
-import { DIGEST_BYTES, GENESIS_HASH, rowDigest, sealHash, unpackIds, type BatchSeal, type SealFormat } from './seal.js';
+import {
+  DIGEST_BYTES, GENESIS_HASH, LOCATOR_BYTES, idLocatorHex, locatorDigestPart, locatorIdHex, rowDigest, rowsHash, sealHash, unpackIds,
+  type BatchSeal, type SealFormat,
+} from './seal.js';
 
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
 type AnyDb = Kysely<any>;
@@ -12,8 +15,16 @@ type AnyDb = Kysely<any>;
 export type VerifyProblem =
   /** A row whose text is not what its batch sealed. */
   | { kind: 'edited_row'; id: string; ts: string; writer_id: string; seq: number; position: number }
-  /** A row its batch sealed that is not stored. */
-  | { kind: 'deleted_row'; id: string; writer_id: string; seq: number; position: number }
+  /**
+   * A row its batch sealed that is not stored. A format-3 seal holds no ids: `id` is null and `id_suffix` is the last
+   * eight hex digits of the missing row's id, as its locator holds them.
+   */
+  | { kind: 'deleted_row'; id: string | null; id_suffix?: string; writer_id: string; seq: number; position: number }
+  /**
+   * A format-3 batch whose rows all match their locators but not the seal's hash of their digests: a row was changed so
+   * that its digest still starts as its locator says (a deliberate forgery of 32 bits).
+   */
+  | { kind: 'rows_altered'; writer_id: string; seq: number }
   /** A stored row no seal covers. */
   | { kind: 'inserted_row'; id: string; ts: string }
   /** A seal whose contents do not give its hash (the seal itself was changed). */
@@ -36,7 +47,8 @@ export interface VerifyReport {
 }
 
 /** A stored seal as read back: BatchSeal with its time bounds as PostgreSQL returns them. */
-type SealRow = Omit<BatchSeal, 'min_ts' | 'max_ts'> & { min_ts: Date; max_ts: Date };
+type SealRow = DistributiveOmit<BatchSeal, 'min_ts' | 'max_ts'> & { min_ts: Date; max_ts: Date };
+type DistributiveOmit<T, K extends PropertyKey> = T extends unknown ? Omit<T, K> : never;
 
 type Row = Omit<AuditEntry, 'ts'> & { ts: Date };
 
@@ -51,15 +63,22 @@ function idList(v: unknown): string[] {
   return s === '{}' ? [] : s.slice(1, -1).split(',');
 }
 
+const bytes = (v: unknown): Buffer => Buffer.from((v as Uint8Array | null) ?? new Uint8Array(0));
+
 function asSeal(r: Record<string, unknown>): SealRow {
   const format = Number(r.format ?? 1) as SealFormat;
-  return {
-    format,
-    writer_id: String(r.writer_id), seq: Number(r.seq), prev_seq: Number(r.prev_seq), prev_hash: Buffer.from(r.prev_hash as Uint8Array),
-    hash: Buffer.from(r.hash as Uint8Array), row_count: Number(r.row_count), min_ts: new Date(r.min_ts as Date), max_ts: new Date(r.max_ts as Date),
-    ids: format === 2 ? unpackIds((r.id_bytes as Uint8Array | null) ?? new Uint8Array(0)) : idList(r.ids),
-    digests: Buffer.from(r.digests as Uint8Array),
+  const header = {
+    writer_id: String(r.writer_id), seq: Number(r.seq), prev_seq: Number(r.prev_seq), prev_hash: bytes(r.prev_hash),
+    hash: bytes(r.hash), row_count: Number(r.row_count), min_ts: new Date(r.min_ts as Date), max_ts: new Date(r.max_ts as Date),
   };
+  if (format === 3) return { ...header, format, locators: bytes(r.locators), rows_hash: bytes(r.rows_hash) };
+  return { ...header, format, ids: format === 2 ? unpackIds(bytes(r.id_bytes)) : idList(r.ids), digests: bytes(r.digests) };
+}
+
+/** Whether a seal's parts have the sizes its row count gives. */
+function wellFormed(s: SealRow): boolean {
+  if (s.format === 3) return s.locators.length === s.row_count * LOCATOR_BYTES && s.rows_hash.length === 32;
+  return s.ids.length === s.row_count && s.digests.length === s.row_count * DIGEST_BYTES;
 }
 
 /** A row read back: its time, and the digest of its canonical form in each seal format that claims it. */
@@ -68,13 +87,16 @@ interface StoredRow {
   digests: (Buffer | undefined)[];
 }
 
-/** `formats`: a bit (1 << format) for each seal format claiming the row; a row no seal claims needs no digest. */
+/**
+ * `formats`: a bit (1 << format) for each seal format that may claim the row; a row no seal claims needs no digest.
+ * Formats 2 and 3 digest the same binary tuple.
+ */
 function storedRow(row: Row, formats: number): StoredRow {
   const digests: (Buffer | undefined)[] = [];
   if (formats !== 0) {
     const entry = { ...row, ts: row.ts.toISOString(), bytes_in: Number(row.bytes_in), bytes_out: Number(row.bytes_out) } as AuditEntry;
     if (formats & (1 << 1)) digests[1] = rowDigest(auditCopyLine(entry));
-    if (formats & (1 << 2)) digests[2] = rowDigest(auditTuple(entry));
+    if (formats & ((1 << 2) | (1 << 3))) digests[2] = digests[3] = rowDigest(auditTuple(entry));
   }
   return { ts: row.ts, digests };
 }
@@ -106,7 +128,7 @@ export async function verifyAudit(db: AnyDb, range: { from: Date; to: Date }): P
   }
   const heads = new Map<string, SealRow>();
   for (const s of seals) {
-    if (!sealHash(s).equals(s.hash) || s.ids.length !== s.row_count || s.digests.length !== s.row_count * DIGEST_BYTES) {
+    if (!sealHash(s).equals(s.hash) || !wellFormed(s)) {
       report({ kind: 'seal_altered', writer_id: s.writer_id, seq: s.seq });
     }
     const key = `${s.writer_id}/${s.prev_seq}`;
@@ -123,10 +145,17 @@ export async function verifyAudit(db: AnyDb, range: { from: Date; to: Date }): P
     if (s.min_ts < lo) lo = s.min_ts;
     if (s.max_ts >= hi) hi = new Date(s.max_ts.getTime() + 1);
   }
-  // The seal formats that claim each id: a row's digest is computed as it is read, and only the row's time kept.
+  // The seal formats that claim each id (formats 1 and 2 by id, 3 by the end of the id its locators hold): a row's
+  // digest is computed as it is read, and only the row's time kept.
   const claimedBy = new Map<string, number>();
-  for (const s of seals) for (const id of s.ids) claimedBy.set(id, (claimedBy.get(id) ?? 0) | (1 << s.format));
+  const locatedTails = new Set<string>();
+  for (const s of seals) {
+    if (s.format === 3) for (let k = 0; k < s.row_count && (k + 1) * LOCATOR_BYTES <= s.locators.length; k++) locatedTails.add(locatorIdHex(s.locators, k));
+    else for (const id of s.ids) claimedBy.set(id, (claimedBy.get(id) ?? 0) | (1 << s.format));
+  }
   const rows = new Map<string, StoredRow>();
+  /** Rows a format-3 locator may name, by the end of their id. */
+  const byTail = new Map<string, string[]>();
   let cursor: { ts: Date; id: string } | null = null;
   for (;;) {
     const after: ReturnType<typeof sql> = cursor ? sql`and (ts, id) > (${cursor.ts.toISOString()}::timestamptz, ${cursor.id}::uuid)` : sql``;
@@ -135,7 +164,12 @@ export async function verifyAudit(db: AnyDb, range: { from: Date; to: Date }): P
         where ts >= ${lo.toISOString()}::timestamptz and ts < ${hi.toISOString()}::timestamptz ${after}
         order by ts, id limit ${PAGE}`.execute(db)
     ).rows;
-    for (const row of page) rows.set(row.id, storedRow(row, claimedBy.get(row.id) ?? 0));
+    for (const row of page) {
+      const tail = idLocatorHex(row.id);
+      const located = locatedTails.has(tail);
+      rows.set(row.id, storedRow(row, (claimedBy.get(row.id) ?? 0) | (located ? 1 << 3 : 0)));
+      if (located) byTail.set(tail, [...(byTail.get(tail) ?? []), row.id]);
+    }
     if (page.length < PAGE) break;
     const last: Row = page[page.length - 1]!;
     cursor = { ts: last.ts, id: last.id };
@@ -143,6 +177,10 @@ export async function verifyAudit(db: AnyDb, range: { from: Date; to: Date }): P
 
   const claimed = new Set<string>();
   for (const s of seals) {
+    if (s.format === 3) {
+      checkLocated(s, rows, byTail, claimed, report);
+      continue;
+    }
     for (let k = 0; k < s.ids.length; k++) {
       const id = s.ids[k]!;
       claimed.add(id);
@@ -170,4 +208,43 @@ export async function verifyAudit(db: AnyDb, range: { from: Date; to: Date }): P
     heads: [...heads.values()].map((s) => ({ writer_id: s.writer_id, seq: s.seq, hash: s.hash.toString('hex') })),
     problems,
   };
+}
+
+/**
+ * A format-3 seal against the stored rows: each locator names the row of the seal's time range whose id ends as it
+ * says, and whose digest starts as it says. A locator no row answers is a deleted row; one whose row is there with
+ * another digest, an edited row. When every locator is answered, the full digests of those rows must give the seal's
+ * rows_hash. Rows answered are claimed (not inserted).
+ */
+function checkLocated(
+  s: Extract<SealRow, { format: 3 }>, rows: Map<string, StoredRow>, byTail: Map<string, string[]>, claimed: Set<string>, report: (p: VerifyProblem) => void,
+): void {
+  const n = Math.min(s.row_count, Math.floor(s.locators.length / LOCATOR_BYTES));
+  const digests: Buffer[] = [];
+  let intact = n === s.row_count;
+  for (let k = 0; k < n; k++) {
+    const tail = locatorIdHex(s.locators, k);
+    const part = locatorDigestPart(s.locators, k);
+    const candidates = (byTail.get(tail) ?? []).filter((id) => {
+      const ts = rows.get(id)!.ts;
+      return ts >= s.min_ts && ts <= s.max_ts;
+    });
+    const match = candidates.find((id) => rows.get(id)!.digests[3]!.subarray(0, part.length).equals(part));
+    if (match !== undefined) {
+      claimed.add(match);
+      digests.push(rows.get(match)!.digests[3]!);
+      continue;
+    }
+    intact = false;
+    // A row of the batch's time range with the id the locator names, but not the digest: the row was changed. One
+    // no other seal has claimed comes first (a retried batch's row is claimed by both of its seals).
+    const edited = candidates.find((id) => !claimed.has(id)) ?? candidates[0];
+    if (edited !== undefined) {
+      claimed.add(edited);
+      report({ kind: 'edited_row', id: edited, ts: rows.get(edited)!.ts.toISOString(), writer_id: s.writer_id, seq: s.seq, position: k });
+    } else {
+      report({ kind: 'deleted_row', id: null, id_suffix: tail, writer_id: s.writer_id, seq: s.seq, position: k });
+    }
+  }
+  if (intact && !rowsHash(Buffer.concat(digests)).equals(s.rows_hash)) report({ kind: 'rows_altered', writer_id: s.writer_id, seq: s.seq });
 }

@@ -16,6 +16,7 @@ import { documentSearch } from './0019_document_search.js';
 import { documentSearchKeys } from './0020_document_search_keys.js';
 import { auditSealFormat } from './0021_audit_seal_format.js';
 import { auditTimeKey } from './0022_audit_time_key.js';
+import { auditSealLocators } from './0023_audit_seal_locators.js';
 
 /** Every migration, keyed by its sortable name; Kysely applies them in key order. Append only. */
 export const migrations: Readonly<Record<string, Migration>> = Object.freeze({
@@ -35,4 +36,5 @@ export const migrations: Readonly<Record<string, Migration>> = Object.freeze({
   '0020_document_search_keys': documentSearchKeys,
   '0021_audit_seal_format': auditSealFormat,
   '0022_audit_time_key': auditTimeKey,
+  '0023_audit_seal_locators': auditSealLocators,
 });
