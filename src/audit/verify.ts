@@ -103,8 +103,8 @@ function storedRow(row: Row, formats: number): StoredRow {
 
 /**
  * Verifies `[from, to)`: the seals of batches with a row in the range, the rows of those batches (wherever they lie)
- * and every row in the range. Reads the range's rows into memory (about 100 bytes each): verify long ranges a day or a
- * week at a time.
+ * and every row in the range. Reads the range's rows into memory (≈ 0.8 kB each at the peak, docs/decisions/0033):
+ * verify a busy store's long ranges an hour or a day at a time.
  */
 export async function verifyAudit(db: AnyDb, range: { from: Date; to: Date }): Promise<VerifyReport> {
   const from = range.from.toISOString();
@@ -154,8 +154,8 @@ export async function verifyAudit(db: AnyDb, range: { from: Date; to: Date }): P
     else for (const id of s.ids) claimedBy.set(id, (claimedBy.get(id) ?? 0) | (1 << s.format));
   }
   const rows = new Map<string, StoredRow>();
-  /** Rows a format-3 locator may name, by the end of their id. */
-  const byTail = new Map<string, string[]>();
+  /** Rows a format-3 locator may name, by the end of their id (an array only where two ids share an end). */
+  const byTail = new Map<string, string | string[]>();
   let cursor: { ts: Date; id: string } | null = null;
   for (;;) {
     const after: ReturnType<typeof sql> = cursor ? sql`and (ts, id) > (${cursor.ts.toISOString()}::timestamptz, ${cursor.id}::uuid)` : sql``;
@@ -168,7 +168,10 @@ export async function verifyAudit(db: AnyDb, range: { from: Date; to: Date }): P
       const tail = idLocatorHex(row.id);
       const located = locatedTails.has(tail);
       rows.set(row.id, storedRow(row, (claimedBy.get(row.id) ?? 0) | (located ? 1 << 3 : 0)));
-      if (located) byTail.set(tail, [...(byTail.get(tail) ?? []), row.id]);
+      if (located) {
+        const known = byTail.get(tail);
+        byTail.set(tail, known === undefined ? row.id : typeof known === 'string' ? [known, row.id] : [...known, row.id]);
+      }
     }
     if (page.length < PAGE) break;
     const last: Row = page[page.length - 1]!;
@@ -217,7 +220,7 @@ export async function verifyAudit(db: AnyDb, range: { from: Date; to: Date }): P
  * rows_hash. Rows answered are claimed (not inserted).
  */
 function checkLocated(
-  s: Extract<SealRow, { format: 3 }>, rows: Map<string, StoredRow>, byTail: Map<string, string[]>, claimed: Set<string>, report: (p: VerifyProblem) => void,
+  s: Extract<SealRow, { format: 3 }>, rows: Map<string, StoredRow>, byTail: Map<string, string | string[]>, claimed: Set<string>, report: (p: VerifyProblem) => void,
 ): void {
   const n = Math.min(s.row_count, Math.floor(s.locators.length / LOCATOR_BYTES));
   const digests: Buffer[] = [];
@@ -225,7 +228,8 @@ function checkLocated(
   for (let k = 0; k < n; k++) {
     const tail = locatorIdHex(s.locators, k);
     const part = locatorDigestPart(s.locators, k);
-    const candidates = (byTail.get(tail) ?? []).filter((id) => {
+    const named = byTail.get(tail) ?? [];
+    const candidates = (typeof named === 'string' ? [named] : named).filter((id) => {
       const ts = rows.get(id)!.ts;
       return ts >= s.min_ts && ts <= s.max_ts;
     });
