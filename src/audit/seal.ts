@@ -72,9 +72,9 @@ export function rowDigest(canonical: Uint8Array | string): Buffer {
   return Buffer.from(rowDigestHex(canonical), 'hex');
 }
 
-/** A format-3 row's locator as hex: its id's last LOCATOR_ID_HEX digits, then its digest's first ones. */
+/** A format-3 row's locator as hex: its id's end (idLocatorHex), then its digest's first digits. */
 export function rowLocatorHex(id: string, digestHex: string): string {
-  return id.slice(-LOCATOR_ID_HEX) + digestHex.slice(0, LOCATOR_BYTES * 2 - LOCATOR_ID_HEX);
+  return idLocatorHex(id) + digestHex.slice(0, LOCATOR_BYTES * 2 - LOCATOR_ID_HEX);
 }
 
 /** The locator's id part as hex: what a stored row's id must end with to be the row a locator names. */
@@ -87,7 +87,7 @@ export function locatorDigestPart(locators: Buffer, k: number): Buffer {
   return locators.subarray(k * LOCATOR_BYTES + LOCATOR_ID_HEX / 2, (k + 1) * LOCATOR_BYTES);
 }
 
-/** The id part of a stored row's id, as locators hold it. */
+/** The id part of a row's locator: the last LOCATOR_ID_HEX hex digits of its id. */
 export function idLocatorHex(id: string): string {
   return id.slice(-LOCATOR_ID_HEX);
 }

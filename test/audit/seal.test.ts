@@ -58,6 +58,9 @@ const kinds = (problems: VerifyProblem[]): string[] => problems.map((p) => p.kin
 const SEAL_IDS = sql.raw(`coalesce(ids, array(select encode(substr(id_bytes, i * 16 + 1, 16), 'hex')::uuid
   from generate_series(0, length(id_bytes) / 16 - 1) as i order by i))`);
 
+/** Ids packed as format 2 stores them: 16 bytes each, in order. */
+const packIds = (ids: string[]): Buffer => Buffer.from(ids.map((id) => id.replaceAll('-', '')).join(''), 'hex');
+
 /** A format-3 seal's rows (migration 0023): those of its time range whose ids end as its locators say. */
 const SEAL_ROW_IDS = sql.raw(`array(select e.id from audit_entries e where e.ts between s.min_ts and s.max_ts
   and right(e.id::text, 8) in (select encode(substr(s.locators, i * ${LOCATOR_BYTES} + 1, 4), 'hex') from generate_series(0, s.row_count - 1) as i))`);
@@ -184,6 +187,19 @@ describe('seals on PostgreSQL (COPY path)', () => {
     expect((await verifyAudit(db, range)).ok).toBe(true);
   });
 
+  it("a format-3 seal's time bounds narrowed past its rows leave them unmatched, which is reported", async () => {
+    // The bounds are not in the seal's hash (as in formats 1 and 2), but a locator only names rows within them.
+    const { rows } = await sql<{ writer_id: string; seq: number; min_ts: Date; max_ts: Date }>`select writer_id, seq::int as seq, min_ts, max_ts
+      from audit_seals where format = 3 and row_count > 1 and max_ts > min_ts order by seq limit 1`.execute(db);
+    const s = rows[0]!;
+    await sql`update audit_seals set max_ts = min_ts where writer_id = ${s.writer_id}::uuid and seq = ${s.seq}`.execute(db);
+    const report = await verifyAudit(db, range);
+    expect(report.ok).toBe(false);
+    expect(report.problems).toEqual(expect.arrayContaining([expect.objectContaining({ kind: 'deleted_row', writer_id: s.writer_id, seq: s.seq })]));
+    await sql`update audit_seals set max_ts = ${s.max_ts} where writer_id = ${s.writer_id}::uuid and seq = ${s.seq}`.execute(db);
+    expect((await verifyAudit(db, range)).ok).toBe(true);
+  });
+
   it('a whole batch removed with its seal breaks the chain at the next seal; a changed seal is reported', async () => {
     const { rows } = await sql<{ writer_id: string; seq: number; row_count: number; ids: string[] }>`
       select s.writer_id, s.seq::int as seq, s.row_count, ${SEAL_ROW_IDS}::text[] as ids from audit_seals s
@@ -289,7 +305,7 @@ describe('seals of formats 1 and 2, stored before migrations 0021 and 0023', () 
     const body = { format: 2 as const, writer_id: writerId, seq: 1, prev_seq: 0, prev_hash: GENESIS_HASH, row_count: list.length, ids: list.map((e) => e.id), digests };
     await sql`insert into audit_seals (format, writer_id, seq, prev_seq, prev_hash, hash, row_count, min_ts, max_ts, id_bytes, digests)
       values (2, ${writerId}::uuid, 1, 0, ${GENESIS_HASH}, ${sealHash(body)}, ${list.length}, ${list[0]!.ts}::timestamptz,
-              ${list[list.length - 1]!.ts}::timestamptz, ${Buffer.from(body.ids.map((id) => id.replaceAll('-', '')).join(''), 'hex')}, ${digests})`.execute(db);
+              ${list[list.length - 1]!.ts}::timestamptz, ${packIds(body.ids)}, ${digests})`.execute(db);
   }
 
   it('still verify after the migrations, beside format-3 seals; an edit under any is found; down keeps them all', async () => {
@@ -330,7 +346,7 @@ describe('seals of formats 1 and 2, stored before migrations 0021 and 0023', () 
     const relabelled = await verifyAudit(db, range);
     expect(relabelled.problems).toEqual(expect.arrayContaining([expect.objectContaining({ kind: 'seal_altered', writer_id: writer2 })]));
     expect(relabelled.problems.every((p) => 'writer_id' in p && p.writer_id === writer2)).toBe(true);
-    await sql`update audit_seals set format = 2, id_bytes = ${Buffer.from(two.map((e) => e.id.replaceAll('-', '')).join(''), 'hex')}, ids = null
+    await sql`update audit_seals set format = 2, id_bytes = ${packIds(two.map((e) => e.id))}, ids = null
       where writer_id = ${writer2}::uuid`.execute(db);
     expect((await verifyAudit(db, range)).ok).toBe(true);
 
