@@ -8,6 +8,10 @@ const DAY_MS = 86_400_000;
 /** The unique key (ts, id) of migration 0022, which replaces the primary key (id, ts) and the (ts desc, id desc) index. */
 const AUDIT_TIME_KEY = 'audit_entries_ts_id_key';
 
+/** The seals' time order (migration 0024), which `audit verify` reads them in. */
+export const SEAL_TIME_ORDER_INDEX = 'audit_seals_min_ts_idx';
+export const SEAL_TIME_ORDER_COLUMNS = 'min_ts, writer_id, seq';
+
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
 type AnyDb = Kysely<any>;
 
@@ -32,6 +36,8 @@ export interface PartitionMaintenanceResult {
   summarized: number;
   /** Whether this run dropped the primary key and time index the unique time key replaces (migration 0022). */
   retired: boolean;
+  /** Whether this run built the seals' time order, which migration 0024 leaves to maintenance on a large seals table. */
+  sealOrder: boolean;
 }
 
 export interface AuditPartition {
@@ -217,6 +223,15 @@ async function retireReplacedIndexes(db: AnyDb): Promise<boolean> {
   }
 }
 
+/** Builds the seals' time order if it is missing (migration 0024 leaves it here when the table is large); an invalid one is built again. */
+async function ensureSealTimeOrder(db: AnyDb, concurrently: boolean): Promise<boolean> {
+  const have = await indexesOf(db, 'audit_seals', concurrently);
+  if (have.has(SEAL_TIME_ORDER_INDEX)) return false;
+  const how = sql.raw(`create index ${concurrently ? 'concurrently ' : ''}if not exists`);
+  await sql`${how} ${sql.id(SEAL_TIME_ORDER_INDEX)} on audit_seals (${sql.raw(SEAL_TIME_ORDER_COLUMNS)})`.execute(db);
+  return true;
+}
+
 /**
  * Summarizes the block ranges of a partition's BRIN indexes that have none yet, the range being filled included, and
  * answers how many it summarized. Until summarized, a range matches every search, so the hot partition's bloom
@@ -275,5 +290,6 @@ export async function maintainPartitions(db: AnyDb, opts: PartitionMaintenanceOp
   }
   if (dropped.length > 0) await forgetSeals(db, (await listPartitions(db))[0]?.from ?? new Date(cutoff));
   const retired = await retireReplacedIndexes(db);
-  return { created, dropped, indexed, summarized, retired };
+  const sealOrder = await ensureSealTimeOrder(db, concurrently);
+  return { created, dropped, indexed, summarized, retired, sealOrder };
 }

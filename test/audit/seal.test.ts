@@ -359,6 +359,24 @@ describe('seals of formats 1 and 2, stored before migrations 0021 and 0023', () 
     // Format 1 seals verify as before; the others went through the version before's down, which keeps no format of theirs.
     expect((await verifyAudit(db, { from: new Date(base - 1), to: new Date(base + 100) })).ok).toBe(true);
   });
+  it("a format-1 or format-2 row moved past its seal's time range is reported as edited, read a few rows at a time", async () => {
+    const db = migrated.store.db;
+    const base = Date.now() - 40_000;
+    const one = entries('seal-move-f1-', 12, base);
+    const two = entries('seal-move-f2-', 12, base + 200);
+    await storeFormat1(db, one, makeEntry().id);
+    await storeFormat2(db, two, makeEntry().id);
+    const range = { from: new Date(base - 1), to: new Date(base + 3_000) };
+    expect((await verifyAudit(db, range, { rowPage: 3, sealPage: 1 })).ok).toBe(true);
+    // One row later than every other of the range, one earlier than its own batch's first.
+    await sql`update audit_entries set ts = ts + interval '2 seconds' where id = ${one[2]!.id}::uuid`.execute(db);
+    await sql`update audit_entries set ts = ts - interval '150 milliseconds' where id = ${two[5]!.id}::uuid`.execute(db);
+    for (const options of [{}, { rowPage: 3, sealPage: 1 }]) {
+      const report = await verifyAudit(db, range, options);
+      expect(kinds(report.problems)).toEqual(['edited_row', 'edited_row']);
+      expect(report.problems.map((p) => (p as { id: string }).id).sort()).toEqual([one[2]!.id, two[5]!.id].sort());
+    }
+  });
 });
 
 describe('seals on spool replays and retries', () => {
@@ -409,5 +427,115 @@ describe('seals on the embedded store (PGlite)', () => {
     expect((await verifyAudit(store.db, range)).problems).toEqual([]);
     await sql`update audit_entries set identity_id = 99 where id = ${list[5]!.id}::uuid`.execute(store.db);
     expect((await verifyAudit(store.db, range)).problems).toEqual([expect.objectContaining({ kind: 'edited_row', id: list[5]!.id })]);
+  });
+});
+
+describe('verification in time order, holding only the rows of open seals', () => {
+  let migrated: MigratedStore;
+  beforeAll(async () => {
+    migrated = await withMigratedStore();
+    await maintainPartitions(migrated.store.db, { monthsAhead: 1, retentionDays: 36_500 });
+  });
+  afterAll(async () => {
+    await migrated?.cleanup();
+  });
+
+  /** The report without the figures that depend on how it was read. */
+  const comparable = (r: Awaited<ReturnType<typeof verifyAudit>>) => ({
+    ...r, max_rows_held: undefined, problems: r.problems.map((p) => JSON.stringify(p)).sort(),
+  });
+
+  // Batches whose time ranges overlap (as concurrent writers' do), rows edited, deleted, forged and moved by less than
+  // a millisecond: read a page of 1–6 rows and 1–3 seals at a time, the report is the one read in one page (property).
+  it('reports what one whole read reports, whatever the page sizes', async () => {
+    const db = migrated.store.db;
+    let run = 0;
+    await fc.assert(
+      fc.asyncProperty(
+        fc.array(fc.integer({ min: 0, max: 150 }), { minLength: 2, maxLength: 5 }),
+        fc.uniqueArray(fc.integer({ min: 0, max: 59 }), { maxLength: 6 }),
+        fc.integer({ min: 1, max: 6 }),
+        fc.integer({ min: 1, max: 3 }),
+        async (offsets, touched, rowPage, sealPage) => {
+          const base = Date.now() + 300_000 + run++ * 2_000;
+          const all: AuditEntry[] = [];
+          for (const [b, offset] of offsets.entries()) {
+            const list = entries(`stream-${run}-${b}-`, 12, base + offset);
+            await copyAuditEntries(db, migrated.store.copyIn!, list, 30_000, new SealChain());
+            all.push(...list);
+          }
+          for (const [n, i] of touched.filter((i) => i < all.length).entries()) {
+            const id = all[i]!.id;
+            if (n % 4 === 0) await sql`update audit_entries set status = status + 1 where id = ${id}::uuid`.execute(db);
+            else if (n % 4 === 1) await sql`delete from audit_entries where id = ${id}::uuid`.execute(db);
+            else if (n % 4 === 2) await sql`update audit_entries set ts = ts + interval '1 microsecond' where id = ${id}::uuid`.execute(db);
+            else await insertAuditEntries(db, [makeEntry({ ts: all[i]!.ts, request_id: 'forged' })]);
+          }
+          const range = { from: new Date(base - 1), to: new Date(base + 1_000) };
+          const whole = await verifyAudit(db, range);
+          const paged = await verifyAudit(db, range, { rowPage, sealPage });
+          expect(comparable(paged)).toEqual(comparable(whole));
+          expect(whole.ok).toBe(touched.every((i) => i >= all.length));
+          expect(paged.max_rows_held).toBeLessThanOrEqual(whole.max_rows_held);
+        },
+      ),
+      { numRuns: 20 },
+    );
+  });
+
+  it('holds the rows of the seals open at once, not the range', async () => {
+    const db = migrated.store.db;
+    const base = Date.now() + 200_000;
+    for (let b = 0; b < 40; b++) await copyAuditEntries(db, migrated.store.copyIn!, entries(`held-${b}-`, 25, base + b * 200), 30_000, new SealChain());
+    const range = { from: new Date(base - 1), to: new Date(base + 40 * 200) };
+    const whole = await verifyAudit(db, range);
+    expect(whole).toMatchObject({ ok: true, rows_checked: 1_000, seals_checked: 40, max_rows_held: 1_000 });
+    const paged = await verifyAudit(db, range, { rowPage: 10, sealPage: 4 });
+    expect(paged).toMatchObject({ ok: true, rows_checked: 1_000, seals_checked: 40 });
+    // A batch's 25 rows, and a page read past it.
+    expect(paged.max_rows_held).toBeLessThanOrEqual(25 + 10);
+    // A row moved by a microsecond is no longer what was sealed, though its millisecond is.
+    const victim = (await sql<{ id: string }>`select id from audit_entries where request_id = 'held-7-3'`.execute(db)).rows[0]!;
+    await sql`update audit_entries set ts = ts + interval '1 microsecond' where id = ${victim.id}::uuid`.execute(db);
+    expect((await verifyAudit(db, range, { rowPage: 10 })).problems).toEqual([expect.objectContaining({ kind: 'edited_row', id: victim.id })]);
+  });
+
+  it('reads one snapshot: batches committed while it reads are seen whole or not at all', async () => {
+    const db = migrated.store.db;
+    const base = Date.now() + 280_000;
+    const range = { from: new Date(base - 1), to: new Date(base + 10_000) };
+    let writing = true;
+    let stored = 0;
+    const writes = (async () => {
+      for (let b = 0; writing; b++) {
+        await copyAuditEntries(db, migrated.store.copyIn!, entries(`snap-${b}-`, 20, base + b * 50), 30_000, new SealChain());
+        stored += 1;
+      }
+    })();
+    try {
+      // Until several batches have committed during the reads.
+      for (let i = 0; i < 6 || stored < 8; i++) {
+        const report = await verifyAudit(db, range, { rowPage: 5, sealPage: 1 });
+        expect(report.problems).toEqual([]);
+      }
+    } finally {
+      writing = false;
+      await writes;
+    }
+    expect(stored).toBeGreaterThan(6);
+  });
+
+  it('reads the seals without their time order too, and partition maintenance builds it when missing', async () => {
+    const db = migrated.store.db;
+    const base = Date.now() + 250_000;
+    for (let b = 0; b < 3; b++) await copyAuditEntries(db, migrated.store.copyIn!, entries(`order-${b}-`, 10, base + b * 100), 30_000, new SealChain());
+    const range = { from: new Date(base - 1), to: new Date(base + 1_000) };
+    await sql`drop index audit_seals_min_ts_idx`.execute(db);
+    expect(await verifyAudit(db, range, { rowPage: 4, sealPage: 1 })).toMatchObject({ ok: true, rows_checked: 30, seals_checked: 3 });
+    expect(await maintainPartitions(db, { monthsAhead: 1, retentionDays: 36_500 })).toMatchObject({ sealOrder: true });
+    const { rows } = await sql<{ valid: boolean }>`select i.indisvalid as valid from pg_index i join pg_class c on c.oid = i.indexrelid
+      where c.relname = 'audit_seals_min_ts_idx'`.execute(db);
+    expect(rows).toEqual([{ valid: true }]);
+    expect(await maintainPartitions(db, { monthsAhead: 1, retentionDays: 36_500 })).toMatchObject({ sealOrder: false });
   });
 });

@@ -17,6 +17,7 @@ import { documentSearchKeys } from './0020_document_search_keys.js';
 import { auditSealFormat } from './0021_audit_seal_format.js';
 import { auditTimeKey } from './0022_audit_time_key.js';
 import { auditSealLocators } from './0023_audit_seal_locators.js';
+import { auditSealTimeOrder } from './0024_audit_seal_time_order.js';
 
 /** Every migration, keyed by its sortable name; Kysely applies them in key order. Append only. */
 export const migrations: Readonly<Record<string, Migration>> = Object.freeze({
@@ -37,4 +38,5 @@ export const migrations: Readonly<Record<string, Migration>> = Object.freeze({
   '0021_audit_seal_format': auditSealFormat,
   '0022_audit_time_key': auditTimeKey,
   '0023_audit_seal_locators': auditSealLocators,
+  '0024_audit_seal_time_order': auditSealTimeOrder,
 });
