@@ -8,10 +8,10 @@ import { SEAL_TIME_ORDER_INDEX, SEAL_TIME_ORDER_COLUMNS } from '../../audit/part
 type AnyDb = Kysely<any>;
 
 /**
- * The build reads the whole seals table while seal inserts (and so the writer's batches) wait: 5.9 s for 1M seals
- * (8 GB, a store of 500M rows; docs/decisions/0034). Built here when the table's heap is under 256 MB (≈ 60,000 seals,
- * a wait under 0.4 s); past that partition maintenance builds it concurrently, and verify reads seals without it
- * (slower) until then.
+ * The build reads the whole seals table while seal inserts (and so the writer's batches) wait: 1.6–2.6 s for 1M seals
+ * of 500 rows (7.8 GB, one to a page; a store of 500M rows) in the page cache, 3.8 s from disk (docs/decisions/0034).
+ * Built here when the table's heap is under 256 MB (≈ 32,000 such seals, a wait of ≈ 70 ms); past that partition
+ * maintenance builds it concurrently, and verify reads seals without it until then (2.3 s a page of 500 at 1M seals).
  */
 async function up(db: AnyDb): Promise<void> {
   const { rows } = await sql<{ small: boolean }>`select pg_relation_size('audit_seals') < 256 * 1024 * 1024 as small`.execute(db);
