@@ -7,6 +7,7 @@ import pg from 'pg';
 import { Kysely, PostgresDialect, sql } from 'kysely';
 import { newAuditId, isoTimestamp, type AuditEntry } from '../src/audit/entry.js';
 import { copySealed } from '../src/audit/insert.js';
+import { AuditCopyTargets } from '../src/audit/copy-target.js';
 import { SealChain } from '../src/audit/seal.js';
 import { searchAudit, type AuditFilters } from '../src/audit/search.js';
 import { dayStart, dayPartitionName, ensurePartitionsFor, maintainPartitions } from '../src/audit/partitions.js';
@@ -140,13 +141,17 @@ async function fill(db: AnyDb, design: 'old' | 'new', done: number, upto: number
   await sql`analyze audit_entries`.execute(db);
 }
 
-/** PostgreSQL backend CPU (µs) per row stored through the writer's path: COPY in batches of 500, sealed in the new design. */
+/**
+ * PostgreSQL backend CPU (µs) per row stored through the writer's path: COPY in batches of 500, sealed in the new design,
+ * which also copies a batch straight into its day's partition, in parts (docs/decisions/0035).
+ */
 async function storeCpu(db: AnyDb, copyIn: ReturnType<typeof poolCopyIn>, backendPid: number, design: 'old' | 'new', n: number): Promise<number> {
   const chain = design === 'new' ? new SealChain() : undefined;
+  const opts = design === 'new' ? { targets: new AuditCopyTargets(db) } : { partRows: BATCH };
   const t0 = procTicks(backendPid);
   for (let i = 0; i < n; i += BATCH) {
     const batch = Array.from({ length: Math.min(BATCH, n - i) }, (_, k) => liveEntry(i + k));
-    const r = await copySealed(db, copyIn, batch, 60_000, chain);
+    const r = await copySealed(db, copyIn, batch, 60_000, chain, opts);
     if (r.seal) chain!.stored(r.seal);
   }
   return ((procTicks(backendPid) - t0) * 1e6) / CLOCK_TICKS / n;

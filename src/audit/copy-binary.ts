@@ -34,6 +34,9 @@ class Writer {
   buf: Buffer;
   off = 0;
   unstorable = false;
+  /** The earliest and latest time written (ms), over every entry of a batch. */
+  minMs = Number.POSITIVE_INFINITY;
+  maxMs = Number.NEGATIVE_INFINITY;
 
   constructor(size: number) {
     this.buf = Buffer.allocUnsafe(size);
@@ -156,6 +159,8 @@ class Writer {
     this.int32(8);
     const ms = entryTimeMs(iso);
     if (Number.isNaN(ms)) throw new TypeError(`audit entry ts is not an ISO timestamp: ${iso}`);
+    if (ms < this.minMs) this.minMs = ms;
+    if (ms > this.maxMs) this.maxMs = ms;
     this.int64((ms - PG_EPOCH_MS) * 1000);
   }
 
@@ -244,6 +249,9 @@ function tuple(w: Writer, e: AuditEntry): void {
 export interface AuditBinaryBatch {
   bytes: Buffer;
   tuples: Buffer[];
+  /** The earliest and latest entry time of the batch (ms). */
+  minMs: number;
+  maxMs: number;
 }
 
 /** A batch's COPY data being encoded, entry by entry, into one buffer. */
@@ -275,7 +283,7 @@ export class BinaryBatchEncoder {
     const bytes = w.buf.subarray(0, w.off);
     const tuples = new Array<Buffer>(n);
     for (let i = 0; i < n; i++) tuples[i] = bytes.subarray(starts[i]!, starts[i + 1]!);
-    return { bytes, tuples };
+    return { bytes, tuples, minMs: w.minMs, maxMs: w.maxMs };
   }
 }
 
@@ -288,6 +296,26 @@ export function auditBinaryBatch(entries: readonly AuditEntry[]): AuditBinaryBat
   const encoder = new BinaryBatchEncoder(entries.length);
   for (let i = 0; i < entries.length; i++) encoder.add(entries[i]!);
   return encoder.finish();
+}
+
+/**
+ * The batch as COPY data of at most `maxRows` rows each, the rows in order and spread evenly (each part its own header
+ * and trailer); the batch's own bytes when it fits one part.
+ */
+export function binaryParts(batch: AuditBinaryBatch, maxRows: number): Buffer[] {
+  const { bytes, tuples } = batch;
+  const n = tuples.length;
+  if (n <= maxRows) return [bytes];
+  const count = Math.ceil(n / maxRows);
+  const offset = (t: Buffer): number => t.byteOffset - bytes.byteOffset;
+  const parts: Buffer[] = [];
+  for (let p = 0, a = 0; p < count; p++) {
+    const b = Math.round(((p + 1) * n) / count);
+    const last = tuples[b - 1]!;
+    parts.push(Buffer.concat([HEADER, bytes.subarray(offset(tuples[a]!), offset(last) + last.length), TRAILER]));
+    a = b;
+  }
+  return parts;
 }
 
 /** One entry's tuple bytes, its canonical form for the seal (verify.ts encodes rows read back with it). */

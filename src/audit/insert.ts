@@ -3,9 +3,10 @@ import { sql } from 'kysely';
 import type { Kysely } from 'kysely';
 import type { CopyIn } from '../store/copy.js';
 import { setImmediate } from 'node:timers/promises';
-import { AUDIT_COPY_BINARY_STATEMENT, BinaryBatchEncoder, auditTuple, type AuditBinaryBatch } from './copy-binary.js';
+import { AUDIT_COPY_BINARY_STATEMENT, BinaryBatchEncoder, auditTuple, binaryParts, type AuditBinaryBatch } from './copy-binary.js';
 import { AUDIT_FIELDS, hasUnstorableEscape, storableEntry, type AuditEntry } from './entry.js';
 import { ensurePartitionsFor } from './partitions.js';
+import type { AuditCopyTargets } from './copy-target.js';
 import { SEAL_INSERT_COLUMNS, rowDigestHex, sealInsertSql, type LocatedSeal, type SealChain } from './seal.js';
 
 const COLUMNS = sql.raw(AUDIT_FIELDS.join(', '));
@@ -14,6 +15,15 @@ const COLUMNS = sql.raw(AUDIT_FIELDS.join(', '));
 function isMissingPartition(error: unknown): boolean {
   const e = error as { code?: unknown; message?: unknown };
   return e?.code === '23514' && typeof e.message === 'string' && e.message.includes('no partition');
+}
+
+/**
+ * What a COPY straight into a partition meets when the partition changed after it was looked up: gone (42P01), no
+ * longer a table (42809), other bounds (23514), other columns (42703, 22P04), or detached (22012, its guard).
+ */
+function isStaleTarget(error: unknown): boolean {
+  const code = (error as { code?: unknown })?.code;
+  return code === '42P01' || code === '42809' || code === '23514' || code === '42703' || code === '22P04' || code === '22012';
 }
 
 /** SQLSTATE 23505: an entry of the batch is stored already (a retry of a batch whose first attempt committed late). */
@@ -95,6 +105,14 @@ async function withPartitionsFor(db: Kysely<any>, entries: readonly AuditEntry[]
 }
 
 /**
+ * Rows per COPY statement of a batch; a larger batch is copied in several, in one transaction. PostgreSQL 15 gives each
+ * row a binary COPY buffers its own tuple slot, and every slot pins the table's row type in the statement's resource
+ * owner; past 64 pins that owner keeps them in a hash table where equal pins collide, so a 500-row COPY spends ≈ 12% of
+ * its instructions pinning and unpinning (docs/decisions/0035).
+ */
+export const AUDIT_COPY_PART_ROWS = 250;
+
+/**
  * Stores a fresh batch with `COPY audit_entries … FROM STDIN` in the binary format, which costs PostgreSQL about 30% less
  * CPU per entry than the JSON insert (docs/decisions/0004-audit-copy.md) and less again than the text format: no
  * timestamps, UUIDs, numbers or arrays to parse (docs/decisions/0031). COPY is atomic but has no ON CONFLICT, so:
@@ -104,21 +122,31 @@ async function withPartitionsFor(db: Kysely<any>, entries: readonly AuditEntry[]
  * - a batch COPY cannot carry unchanged (auditBinaryBatch answers null: a NUL or a lone surrogate) is stored with
  *   those characters replaced by U+FFFD (storableEntry), as the insert path does;
  * - any other error propagates (the writer then spools the batch).
- * With `chain`, the batch's seal is inserted in the same simple query as the COPY (one implicit transaction, no extra
- * round trip; docs/decisions/0024), and every fallback above stores the same seal.
+ * With `targets`, a batch whose rows fall in one UTC day is copied straight into that day's partition (copy-target.ts);
+ * a COPY that meets the partition changed since goes through the parent instead. A batch of more than `partRows` rows
+ * is copied in parts of at most that many, all in one transaction (CopyIn).
+ * With `chain`, the batch's seal is inserted in the same transaction, behind the last part's COPY in its simple query
+ * (no extra round trip; docs/decisions/0024), and every fallback above stores the same seal.
  * `timeoutMs` bounds each COPY: one not answered in time has its connection destroyed (store/copy.ts).
  * Returns the number of rows newly stored and the seal stored with them.
  */
 export async function copyAuditEntries(
   // eslint-disable-next-line @typescript-eslint/no-explicit-any
-  db: Kysely<any>, copyIn: CopyIn, entries: readonly AuditEntry[], timeoutMs: number, chain?: SealChain,
+  db: Kysely<any>, copyIn: CopyIn, entries: readonly AuditEntry[], timeoutMs: number, chain?: SealChain, opts?: CopyOptions,
 ): Promise<number> {
-  return (await copySealed(db, copyIn, entries, timeoutMs, chain)).stored;
+  return (await copySealed(db, copyIn, entries, timeoutMs, chain, opts)).stored;
 }
 
+/** What copySealed may be given: where batches go (the writer's targets; without them, the parent) and rows per COPY statement. */
+export interface CopyOptions {
+  targets?: AuditCopyTargets;
+  partRows?: number;
+}
+
+/** copyAuditEntries, answering the seal it stored too. */
 export async function copySealed(
   // eslint-disable-next-line @typescript-eslint/no-explicit-any
-  db: Kysely<any>, copyIn: CopyIn, entries: readonly AuditEntry[], timeoutMs: number, chain: SealChain | undefined,
+  db: Kysely<any>, copyIn: CopyIn, entries: readonly AuditEntry[], timeoutMs: number, chain: SealChain | undefined, opts: CopyOptions = {},
 ): Promise<{ stored: number; seal: LocatedSeal | null }> {
   if (entries.length === 0) return { stored: 0, seal: null };
   // A batch COPY cannot carry unchanged holds a NUL or a lone surrogate: it is stored with them replaced.
@@ -135,10 +163,24 @@ export async function copySealed(
     await inSlices(tuples.length, (i) => (digests[i] = rowDigestHex(tuples[i]!)));
     seal = chain.sealDigests(entries, digests);
   }
-  const statement = seal ? `${AUDIT_COPY_BINARY_STATEMENT}; ${sealInsertSql(seal)}` : AUDIT_COPY_BINARY_STATEMENT;
-  const data = batch.bytes;
+  const data = binaryParts(batch, opts.partRows ?? AUDIT_COPY_PART_ROWS);
+  const sealSql = seal ? sealInsertSql(seal) : null;
+  const copy = (statement: string, guard: string | null): Promise<number> => {
+    const after = [guard, sealSql].filter((s) => s !== null).join('; ');
+    return copyIn(data.map((d) => ({ statement, data: d })), timeoutMs, after === '' ? undefined : after);
+  };
+  const viaParent = (): Promise<number> => withPartitionsFor(db, entries, () => copy(AUDIT_COPY_BINARY_STATEMENT, null));
   try {
-    return { stored: await withPartitionsFor(db, entries, () => copyIn(statement, data, timeoutMs)), seal };
+    const target = opts.targets ? await opts.targets.targetFor(batch.minMs, batch.maxMs) : null;
+    if (target === null || target.partition === null) return { stored: await viaParent(), seal };
+    try {
+      return { stored: await copy(target.statement, target.guard), seal };
+    } catch (error) {
+      // The partition was dropped, detached or changed since it was looked up: through the parent, and look again.
+      if (!isStaleTarget(error)) throw error;
+      opts.targets!.forget();
+      return { stored: await viaParent(), seal };
+    }
   } catch (error) {
     if (isUniqueViolation(error)) return insertSealed(db, entries, chain, seal ?? undefined);
     throw error;

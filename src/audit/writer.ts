@@ -8,6 +8,7 @@ import type { AuditLogger } from './context.js';
 import { assertValidEntry, type AuditEntry } from './entry.js';
 import { AUDIT_ACCEPTED } from './port.js';
 import { copySealed, insertSealed } from './insert.js';
+import { AuditCopyTargets } from './copy-target.js';
 import { SealChains, type BatchSeal, type SealChain } from './seal.js';
 import type { CopyIn } from '../store/copy.js';
 import type { AuditHealth, AuditPort, AuditStats } from './port.js';
@@ -49,6 +50,8 @@ function unavailable(detail: string, cause?: unknown): GatehouseError {
 export class AuditWriter implements AuditPort {
   readonly #db: Kysely<unknown>;
   readonly #copyIn: CopyIn | undefined;
+  /** Where fresh batches are copied (their day's partition), known while #copyIn is. */
+  readonly #copyTargets: AuditCopyTargets | undefined;
   readonly #cfg: AuditConfig;
   readonly #logger: AuditLogger;
   readonly #spool: AuditSpool;
@@ -90,6 +93,7 @@ export class AuditWriter implements AuditPort {
   constructor(opts: AuditWriterOptions) {
     this.#db = opts.db as Kysely<unknown>;
     this.#copyIn = opts.copyIn;
+    this.#copyTargets = opts.copyIn ? new AuditCopyTargets(opts.db) : undefined;
     this.#cfg = opts.config;
     this.#logger = opts.logger;
     this.#spool = opts.spool ?? new AuditSpool({ dir: opts.config.spool.dir, maxBytes: opts.config.spool.max_bytes, segmentBytes: opts.config.spool.segment_bytes, logger: opts.logger });
@@ -318,7 +322,7 @@ export class AuditWriter implements AuditPort {
    */
   async #insert(entries: AuditEntry[]): Promise<void> {
     const work = this.#sealed((chain) =>
-      this.#copyIn ? copySealed(this.#db, this.#copyIn, entries, this.#insertTimeoutMs, chain) : insertSealed(this.#db, entries, chain),
+      this.#copyIn ? copySealed(this.#db, this.#copyIn, entries, this.#insertTimeoutMs, chain, { targets: this.#copyTargets }) : insertSealed(this.#db, entries, chain),
     );
     if (this.#onInsert === undefined) return void (await this.#bounded(work));
     const started = performance.now();

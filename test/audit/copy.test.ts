@@ -269,7 +269,7 @@ describe('COPY fallbacks and counts', () => {
     const fresh = Array.from({ length: 3 }, (_, i) => makeEntry({ request_id: `dup-new-${i}` }));
     const replayed = [...stored, fresh[0]!, fresh[1]!, fresh[0]!, fresh[2]!];
     // The COPY itself refuses the batch: that is what the fallback answers.
-    await expect(copyIn(AUDIT_COPY_BINARY_STATEMENT, auditBinaryBatch(replayed)!.bytes, 10_000)).rejects.toMatchObject({ code: '23505' });
+    await expect(copyIn([{ statement: AUDIT_COPY_BINARY_STATEMENT, data: auditBinaryBatch(replayed)!.bytes }], 10_000)).rejects.toMatchObject({ code: '23505' });
     expect(await copyAuditEntries(db, copyIn, replayed, 10_000)).toBe(3);
     expect(await countLike('dup-')).toEqual({ total: 8, distinct: 8 });
     expect(await copyAuditEntries(db, copyIn, replayed, 10_000)).toBe(0);
@@ -284,7 +284,7 @@ describe('COPY fallbacks and counts', () => {
       makeEntry({ request_id: 'span-later-0', ts: new Date(missing.getTime() + 86_400_000).toISOString() }),
       makeEntry({ request_id: 'span-now-1' }),
     ];
-    await expect(copyIn(AUDIT_COPY_BINARY_STATEMENT, auditBinaryBatch(batch)!.bytes, 10_000)).rejects.toMatchObject({ code: '23514' });
+    await expect(copyIn([{ statement: AUDIT_COPY_BINARY_STATEMENT, data: auditBinaryBatch(batch)!.bytes }], 10_000)).rejects.toMatchObject({ code: '23514' });
     expect(await countLike('span-')).toEqual({ total: 0, distinct: 0 });
     expect(await copyAuditEntries(db, copyIn, batch, 10_000)).toBe(3);
     expect((await listPartitions(db)).map((p) => p.name)).toContain(name);
@@ -316,9 +316,9 @@ describe('a batch encoded in slices', () => {
     );
     // Work queued before the store starts runs before the COPY is sent: the encoding did not hold the loop throughout.
     const turns: string[] = [];
-    const timed: CopyIn = (statement, data, timeoutMs) => {
+    const timed: CopyIn = (parts, timeoutMs, after) => {
       turns.push('copy');
-      return copyIn(statement, data, timeoutMs);
+      return copyIn(parts, timeoutMs, after);
     };
     const storing = copySealed(db, timed, batch, 10_000, new SealChain());
     setImmediate(() => turns.push('turn'));
@@ -393,10 +393,10 @@ describe('COPY interrupted mid-stream', () => {
     await proxy?.close();
   });
 
-  /** Backends of the test database inside a COPY into audit_entries. */
+  /** Backends of the test database inside a COPY into audit_entries or one of its partitions (a batch's first part opens its transaction). */
   async function copyBackends(): Promise<number> {
     const { rows } = await sql<{ n: number }>`select count(*)::int as n from pg_stat_activity
-      where datname = ${migrated.database.name} and query like 'copy audit_entries%' and state = 'active'`.execute(db);
+      where datname = ${migrated.database.name} and query ~ '^(begin; )?copy audit_entries' and state = 'active'`.execute(db);
     return rows[0]!.n;
   }
 
@@ -427,7 +427,8 @@ describe('COPY interrupted mid-stream', () => {
     try {
       const batch = bigBatch(prefix);
       for (const e of batch) await writer.write(e);
-      // Past the Query message, which carries the batch's seal (about 140 KB for these 2,000 entries).
+      // Inside the first of the batch's eight parts (≈ 310 KB each), whose Query opens the transaction; the seal rides
+      // with the last part's.
       proxy.stallAfter(256 * 1024);
       await interrupt(() => writer.flush());
       expect(writer.stats()).toMatchObject({ postgres_available: false, spooled_entries: batch.length });
