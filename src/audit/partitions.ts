@@ -223,6 +223,12 @@ async function retireReplacedIndexes(db: AnyDb): Promise<boolean> {
   }
 }
 
+/** Whether the seals' time order exists (audit verify reads without it, reading the seals table from the range's start for every page). */
+export async function hasSealTimeOrder(db: AnyDb): Promise<boolean> {
+  const { rows } = await sql<{ r: string | null }>`select to_regclass(${SEAL_TIME_ORDER_INDEX}) as r`.execute(db);
+  return Boolean(rows[0]?.r);
+}
+
 /** Builds the seals' time order if it is missing (migration 0024 leaves it here when the table is large); an invalid one is built again. */
 async function ensureSealTimeOrder(db: AnyDb, concurrently: boolean): Promise<boolean> {
   const have = await indexesOf(db, 'audit_seals', concurrently);

@@ -43,7 +43,7 @@ export interface VerifyReport {
   unsealed_before_sealing: number;
   /** Each chain's newest seal in the range: compare with the heads logged or exported elsewhere to see a cut tail. */
   heads: { writer_id: string; seq: number; hash: string }[];
-  /** The most rows held in memory at once (≈ 0.3 kB each): what the verification's memory grows with. */
+  /** The most rows held in memory at once: what the verification's memory grows with (docs/decisions/0034). */
   max_rows_held: number;
   problems: VerifyProblem[];
 }

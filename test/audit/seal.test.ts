@@ -13,7 +13,7 @@ import { auditTuple } from '../../src/audit/copy-binary.js';
 import { DIGEST_BYTES, GENESIS_HASH, LOCATOR_BYTES, rowDigest, rowDigestHex, rowsHash, SealChain, sealHash } from '../../src/audit/seal.js';
 import { auditCopyLine } from '../../src/audit/copy-text.js';
 import { verifyAudit, type VerifyProblem } from '../../src/audit/verify.js';
-import { maintainPartitions } from '../../src/audit/partitions.js';
+import { maintainPartitions, SEAL_TIME_ORDER_COLUMNS, SEAL_TIME_ORDER_INDEX } from '../../src/audit/partitions.js';
 import { storableEntry, type AuditEntry } from '../../src/audit/entry.js';
 import { openControlStore, type ControlStore } from '../../src/store/db.js';
 import { migrateTo, migrateToLatest } from '../../src/store/migrate.js';
@@ -225,6 +225,16 @@ describe('seals on PostgreSQL (COPY path)', () => {
     const intact = await runCli(['audit', 'verify', '--from', later.toISOString(), '--to', new Date(later.getTime() + 1_000).toISOString()], { env, cwd: ROOT, timeoutMs: 60_000 });
     expect(intact.code).toBe(0);
     expect(JSON.parse(intact.stdout)).toMatchObject({ ok: true, rows_checked: 3, seals_checked: 1 });
+    expect(intact.stderr).not.toContain('is missing');
+    // Without the seals' time order verify still answers, and says why it may be slow.
+    await sql`drop index ${sql.id(SEAL_TIME_ORDER_INDEX)}`.execute(db);
+    try {
+      const slow = await runCli(['audit', 'verify', '--from', later.toISOString(), '--to', new Date(later.getTime() + 1_000).toISOString()], { env, cwd: ROOT, timeoutMs: 60_000 });
+      expect(slow.code).toBe(0);
+      expect(slow.stderr).toContain(`index ${SEAL_TIME_ORDER_INDEX} is missing`);
+    } finally {
+      await sql`create index ${sql.id(SEAL_TIME_ORDER_INDEX)} on audit_seals (${sql.raw(SEAL_TIME_ORDER_COLUMNS)})`.execute(db);
+    }
     const usage = await runCli(['audit', 'verify', '--from', 'yesterday'], { env, cwd: ROOT, timeoutMs: 60_000 });
     expect(usage.code).toBe(64);
   });
