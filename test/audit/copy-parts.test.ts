@@ -141,20 +141,27 @@ describe('where a batch is copied', () => {
     const targets = new AuditCopyTargets(db);
     const now = Date.now();
     const target = await targets.targetFor(now, now);
-    const name = dayPartitionName(new Date(now));
+    const name = `public.${dayPartitionName(new Date(now))}`;
     expect(target).toMatchObject({ partition: name, statement: `copy ${name} from stdin with (format binary)` });
     const rec = recording(copyIn);
     const batch = entries('direct-', 5, now);
     expect((await copySealed(db, rec.copyIn, batch, 10_000, undefined, { targets })).stored).toBe(5);
     expect(rec.statements).toEqual([[target.statement]]);
     const { rows } = await sql<{ t: string }>`select tableoid::regclass::text as t from audit_entries where request_id like 'direct-%'`.execute(db);
-    expect(new Set(rows.map((r) => r.t))).toEqual(new Set([name]));
+    expect(new Set(rows.map((r) => r.t))).toEqual(new Set([dayPartitionName(new Date(now))]));
   });
 
   it('a batch spanning midnight, a day without a partition, or a table of that name that is not a partition goes through the parent', async () => {
     const targets = new AuditCopyTargets(db);
-    const today = dayStart(new Date()).getTime();
-    expect((await targets.targetFor(today - 1, today + 1)).partition).toBeNull();
+    // Both days have partitions: the batch is still one COPY through the parent, which routes each row.
+    const midnight = dayStart(new Date(Date.UTC(new Date().getUTCFullYear() + 9, 0, 11))).getTime();
+    for (const d of [midnight - DAY, midnight]) await createDayPartition(db, new Date(d));
+    expect((await targets.targetFor(midnight - DAY, midnight - 1)).partition).toBe(`public.${dayPartitionName(new Date(midnight - DAY))}`);
+    expect((await targets.targetFor(midnight - 1, midnight + 1)).partition).toBeNull();
+    const rec = recording(copyIn);
+    const spanning = entries('midnight-', 4, midnight - 2);
+    expect((await copySealed(db, rec.copyIn, spanning, 10_000, new SealChain(), { targets })).stored).toBe(4);
+    expect(rec.statements).toEqual([[AUDIT_COPY_BINARY_STATEMENT]]);
     const far = dayStart(new Date(Date.UTC(new Date().getUTCFullYear() + 9, 2, 3))).getTime();
     expect((await targets.targetFor(far, far + 10)).partition).toBeNull();
     // A lookalike table, never attached: rows copied into it would be lost to the audit log.
@@ -181,7 +188,7 @@ describe('where a batch is copied', () => {
     await sql`alter table audit_entries attach partition ${sql.id(name)} for values from (${sql.lit(day.toISOString())}) to (${sql.lit(new Date(day.getTime() + DAY).toISOString())})`.execute(db);
     const targets = new AuditCopyTargets(db);
     const target = await targets.targetFor(day.getTime(), day.getTime() + 5);
-    expect(target).toMatchObject({ partition: name, statement: `copy ${name} (${AUDIT_FIELDS.join(', ')}) from stdin with (format binary)` });
+    expect(target).toMatchObject({ partition: `public.${name}`, statement: `copy public.${name} (${AUDIT_FIELDS.join(', ')}) from stdin with (format binary)` });
     const batch = entries('reordered-', 4, day.getTime());
     expect((await copySealed(db, copyIn, batch, 10_000, undefined, { targets })).stored).toBe(4);
     const { rows } = await sql<{ request_id: string; ts: Date }>`select request_id, ts from audit_entries where request_id like 'reordered-%' order by ts`.execute(db);
@@ -193,25 +200,25 @@ describe('where a batch is copied', () => {
     const name = dayPartitionName(day);
     expect(await createDayPartition(db, day)).toBe(true);
     const targets = new AuditCopyTargets(db);
-    expect((await targets.targetFor(day.getTime(), day.getTime())).partition).toBe(name);
+    expect((await targets.targetFor(day.getTime(), day.getTime())).partition).toBe(`public.${name}`);
     await sql`drop table ${sql.id(name)}`.execute(db);
     const rec = recording(copyIn);
     const dropped = entries('stale-dropped-', 3, day.getTime());
     // The parent then meets a day without a partition, creates it and copies again.
     expect((await copySealed(db, rec.copyIn, dropped, 10_000, new SealChain(), { targets })).stored).toBe(3);
-    expect(rec.statements).toEqual([[`copy ${name} from stdin with (format binary)`], [AUDIT_COPY_BINARY_STATEMENT], [AUDIT_COPY_BINARY_STATEMENT]]);
+    expect(rec.statements).toEqual([[`copy public.${name} from stdin with (format binary)`], [AUDIT_COPY_BINARY_STATEMENT], [AUDIT_COPY_BINARY_STATEMENT]]);
     expect(await countLike('stale-dropped-')).toBe(3);
 
     // Detached, the table still exists and takes rows: the guard after the COPY rolls them back within the minute the
     // day's answer is kept, and the parent, finding no partition for the day (the table's name is taken), refuses.
     // The day's partition is the one the parent created above.
     const sameMinute = new AuditCopyTargets(db, () => 0);
-    expect((await sameMinute.targetFor(day.getTime(), day.getTime())).partition).toBe(name);
+    expect((await sameMinute.targetFor(day.getTime(), day.getTime())).partition).toBe(`public.${name}`);
     await sql`alter table audit_entries detach partition ${sql.id(name)}`.execute(db);
     const detached = entries('stale-detached-', 3, day.getTime());
     const rec2 = recording(copyIn);
     await expect(copySealed(db, rec2.copyIn, detached, 10_000, new SealChain(), { targets: sameMinute })).rejects.toMatchObject({ code: '23514' });
-    expect(rec2.statements[0]).toEqual([`copy ${name} from stdin with (format binary)`]);
+    expect(rec2.statements[0]).toEqual([`copy public.${name} from stdin with (format binary)`]);
     const { rows } = await sql<{ n: number }>`select count(*)::int as n from ${sql.id(name)} where request_id like 'stale-detached-%'`.execute(db);
     expect(rows[0]!.n).toBe(0);
     expect(await countLike('stale-detached-')).toBe(0);
@@ -220,3 +227,96 @@ describe('where a batch is copied', () => {
     await sql`drop table ${sql.id(name)}`.execute(db);
   });
 });
+
+describe('where a batch is copied: what the catalog must say', () => {
+  it('a partition being detached (DETACH … CONCURRENTLY cut after its first step) is not copied into, and keeps no rows', async () => {
+    const day = dayStart(new Date(Date.UTC(new Date().getUTCFullYear() + 9, 9, 10)));
+    const name = dayPartitionName(day);
+    expect(await createDayPartition(db, day)).toBe(true);
+    // A transaction holding a lock on the parent makes the detach wait in its second step; cancelled there, the partition
+    // stays "detach pending".
+    const holder = kyselyVia(TEST_PG_PORT, migrated.database.name, { max: 1 });
+    const detacher = kyselyVia(TEST_PG_PORT, migrated.database.name, { max: 1 });
+    try {
+      await holder.db.transaction().setIsolationLevel('repeatable read').execute(async (trx) => {
+        await sql`select 1 from audit_entries limit 1`.execute(trx);
+        const { pid } = (await sql<{ pid: number }>`select pg_backend_pid() as pid`.execute(detacher.db)).rows[0]!;
+        const detaching = sql`alter table audit_entries detach partition ${sql.id(name)} concurrently`.execute(detacher.db).catch((e: unknown) => e);
+        await waitForPending(name);
+        await sql`select pg_cancel_backend(${pid})`.execute(db);
+        expect(await detaching).toMatchObject({ code: '57014' });
+      });
+      expect(await isPending(name)).toBe(true);
+      const targets = new AuditCopyTargets(db);
+      expect((await targets.targetFor(day.getTime(), day.getTime())).partition).toBeNull();
+      // Through the parent, whose routing finds no partition for the day: refused, nothing kept anywhere.
+      await expect(copySealed(db, copyIn, entries('pending-', 3, day.getTime()), 10_000, new SealChain(), { targets })).rejects.toMatchObject({ code: '23514' });
+      const { rows } = await sql<{ n: number }>`select count(*)::int as n from ${sql.id(name)}`.execute(db);
+      expect(rows[0]!.n).toBe(0);
+    } finally {
+      await holder.close();
+      await detacher.close();
+      await sql`alter table audit_entries detach partition ${sql.id(name)} finalize`.execute(db).catch(() => undefined);
+      await sql`drop table if exists ${sql.id(name)}`.execute(db);
+    }
+  });
+
+  it('a role that may insert into audit_entries but not into the partition copies through the parent, and stores', async () => {
+    const role = `gh_copy_${Math.random().toString(36).slice(2, 8)}`;
+    await sql.raw(`create role ${role} login`).execute(db);
+    const via = kyselyVia(TEST_PG_PORT, migrated.database.name, { max: 1, user: role });
+    try {
+      await sql.raw(`grant usage on schema public to ${role}; grant select, insert on audit_entries, audit_seals to ${role}`).execute(db);
+      const now = Date.now();
+      const name = dayPartitionName(new Date(now));
+      await sql.raw(`revoke insert on ${name} from ${role}`).execute(db);
+      const targets = new AuditCopyTargets(via.db);
+      expect((await targets.targetFor(now, now)).partition).toBeNull();
+      const rec = recording(via.copyIn);
+      expect((await copySealed(via.db, rec.copyIn, entries('role-', 3, now), 10_000, undefined, { targets })).stored).toBe(3);
+      expect(rec.statements).toEqual([[AUDIT_COPY_BINARY_STATEMENT]]);
+      expect(await countLike('role-')).toBe(3);
+    } finally {
+      await via.close();
+      await sql.raw(`drop owned by ${role}; drop role ${role}`).execute(db);
+    }
+  });
+
+  it('a table of the same name earlier on the search_path takes no rows: the partition is named by its schema', async () => {
+    const one = kyselyVia(TEST_PG_PORT, migrated.database.name, { max: 1 });
+    const now = Date.now();
+    const name = dayPartitionName(new Date(now));
+    await sql.raw(`create schema gh_shadow; create table gh_shadow.${name} (like audit_entries)`).execute(db);
+    try {
+      await sql.raw(`set search_path = gh_shadow, public`).execute(one.db);
+      const targets = new AuditCopyTargets(one.db);
+      const rec = recording(one.copyIn);
+      expect((await copySealed(one.db, rec.copyIn, entries('shadowed-', 3, now), 10_000, undefined, { targets })).stored).toBe(3);
+      expect(rec.statements).toEqual([[`copy public.${name} from stdin with (format binary)`]]);
+      const { rows } = await sql<{ n: number }>`select count(*)::int as n from ${sql.id('gh_shadow', name)}`.execute(db);
+      expect(rows[0]!.n).toBe(0);
+      expect(await countLike('shadowed-')).toBe(3);
+    } finally {
+      await one.close();
+      await sql.raw('drop schema gh_shadow cascade').execute(db);
+    }
+  });
+});
+
+async function isPending(name: string): Promise<boolean> {
+  const { rows } = await sql<{ p: boolean }>`select i.inhdetachpending as p from pg_inherits i where i.inhrelid = to_regclass(${name})`.execute(db);
+  return rows[0]?.p === true;
+}
+
+async function waitForPending(name: string): Promise<void> {
+  for (let i = 0; i < 200; i++) {
+    if (await isPending(name)) {
+      // Past its first step (committed), now waiting for the open snapshot.
+      const { rows } = await sql<{ n: number }>`select count(*)::int as n from pg_stat_activity where query like 'alter table audit_entries detach partition%' and wait_event_type = 'Lock'`.execute(db);
+      if (rows[0]!.n > 0) return;
+    }
+    await new Promise((r) => setTimeout(r, 25));
+  }
+  const { rows } = await sql<{ q: string; w: string | null; s: string }>`select query as q, wait_event_type || ':' || wait_event as w, state as s from pg_stat_activity where datname = current_database()`.execute(db);
+  throw new Error(`${name} never became detach-pending (pending ${await isPending(name)}): ${JSON.stringify(rows)}`);
+}

@@ -166,9 +166,9 @@ export const waitFor = (cond: () => boolean | Promise<boolean>, timeoutMs: numbe
  * on a checked-out client whose socket closes, and without a listener that is an uncaught exception.
  */
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
-export function kyselyVia(port: number, database: string, opts: { max?: number; connectTimeoutMs?: number } = {}): { db: Kysely<any>; copyIn: CopyIn; close(): Promise<void> } {
+export function kyselyVia(port: number, database: string, opts: { max?: number; connectTimeoutMs?: number; user?: string } = {}): { db: Kysely<any>; copyIn: CopyIn; close(): Promise<void> } {
   const pool = new pg.Pool({
-    host: '127.0.0.1', port, user: 'postgres', database, max: opts.max ?? 4, connectionTimeoutMillis: opts.connectTimeoutMs ?? 1_000,
+    host: '127.0.0.1', port, user: opts.user ?? 'postgres', database, max: opts.max ?? 4, connectionTimeoutMillis: opts.connectTimeoutMs ?? 1_000,
   });
   pool.on('error', () => undefined);
   pool.on('connect', (client) => client.on('error', () => undefined));
