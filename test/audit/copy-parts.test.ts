@@ -312,7 +312,8 @@ async function waitForPending(name: string): Promise<void> {
   for (let i = 0; i < 200; i++) {
     if (await isPending(name)) {
       // Past its first step (committed), now waiting for the open snapshot.
-      const { rows } = await sql<{ n: number }>`select count(*)::int as n from pg_stat_activity where query like 'alter table audit_entries detach partition%' and wait_event_type = 'Lock'`.execute(db);
+      const { rows } = await sql<{ n: number }>`select count(*)::int as n from pg_stat_activity
+        where datname = current_database() and query like 'alter table audit_entries detach partition%' and wait_event_type = 'Lock'`.execute(db);
       if (rows[0]!.n > 0) return;
     }
     await new Promise((r) => setTimeout(r, 25));
