@@ -393,10 +393,10 @@ describe('COPY interrupted mid-stream', () => {
     await proxy?.close();
   });
 
-  /** Backends of the test database inside a COPY into audit_entries or one of its partitions (a batch's first part opens its transaction). */
+  /** Backends of the test database inside a COPY into audit_entries or one of its partitions, by schema (a batch's first part opens its transaction). */
   async function copyBackends(): Promise<number> {
     const { rows } = await sql<{ n: number }>`select count(*)::int as n from pg_stat_activity
-      where datname = ${migrated.database.name} and query ~ '^(begin; )?copy audit_entries' and state = 'active'`.execute(db);
+      where datname = ${migrated.database.name} and query ~ '^(begin; )?copy (public\\.)?audit_entries' and state = 'active'`.execute(db);
     return rows[0]!.n;
   }
 
