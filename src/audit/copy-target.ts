@@ -33,8 +33,9 @@ const PARENT: CopyTarget = { statement: AUDIT_COPY_BINARY_STATEMENT, partition: 
  * partition instead. Only a table the catalog lists as a partition of audit_entries (attached, not being detached, in
  * the parent's schema, named by schema) that this role may insert into is used, and its columns are named in the
  * statement unless they are AUDIT_FIELDS in order (then the list is left out, which PostgreSQL parses per statement).
- * A COPY into a partition skips what applies only to the parent: statement triggers and row security on it. Anything else, or a batch spanning two days, uses the parent, whose COPY routes, checks bounds and
- * reports a missing partition as before. A day's answer is kept a minute; the COPY's guard covers that minute.
+ * A COPY into a partition skips what applies only to the parent: statement triggers and row security on it. Anything
+ * else, or a batch spanning two days, uses the parent, whose COPY routes, checks bounds and reports a missing partition
+ * as before. A day's answer is kept a minute; the COPY's guard covers that minute.
  */
 export class AuditCopyTargets {
   readonly #byDay = new Map<number, { target: CopyTarget; at: number }>();
