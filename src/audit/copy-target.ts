@@ -2,10 +2,10 @@
 import { sql } from 'kysely';
 import type { Kysely } from 'kysely';
 import { AUDIT_COPY_BINARY_STATEMENT } from './copy-binary.js';
+import { ttlCache } from '../util/ttl-cache.js';
 import { AUDIT_FIELDS } from './entry.js';
-import { dayPartitionName } from './partitions.js';
+import { dayPartitionName, dayStart } from './partitions.js';
 
-const DAY_MS = 86_400_000;
 /** How long a day's answer is kept: a partition created, detached or changed since is seen within this. */
 const RECHECK_MS = 60_000;
 /** Days remembered at once (a batch's day is today's, or yesterday's around midnight). */
@@ -38,21 +38,19 @@ const PARENT: CopyTarget = { statement: AUDIT_COPY_BINARY_STATEMENT, partition: 
  * as before. A day's answer is kept a minute; the COPY's guard covers that minute.
  */
 export class AuditCopyTargets {
-  readonly #byDay = new Map<number, { target: CopyTarget; at: number }>();
+  readonly #byDay = ttlCache<number, CopyTarget>({ max: MAX_DAYS, ttl: RECHECK_MS });
 
   // eslint-disable-next-line @typescript-eslint/no-explicit-any
-  constructor(private readonly db: Kysely<any>, private readonly now: () => number = Date.now) {}
+  constructor(private readonly db: Kysely<any>) {}
 
   /** The target of a batch whose rows' times run from `minMs` to `maxMs`. */
   async targetFor(minMs: number, maxMs: number): Promise<CopyTarget> {
-    const day = Math.floor(minMs / DAY_MS) * DAY_MS;
-    if (!Number.isFinite(day) || maxMs >= day + DAY_MS || maxMs < day) return PARENT;
+    const day = dayStart(new Date(minMs)).getTime();
+    if (!Number.isFinite(day) || maxMs >= dayStart(new Date(minMs), 1).getTime() || maxMs < day) return PARENT;
     const known = this.#byDay.get(day);
-    const now = this.now();
-    if (known !== undefined && now - known.at < RECHECK_MS) return known.target;
+    if (known !== undefined) return known;
     const target = await this.#lookup(day);
-    if (this.#byDay.size >= MAX_DAYS) this.#byDay.clear();
-    this.#byDay.set(day, { target, at: now });
+    this.#byDay.set(day, target);
     return target;
   }
 

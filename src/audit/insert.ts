@@ -171,15 +171,16 @@ export async function copySealed(
     return copyIn(data.map((d) => ({ statement, data: d })), timeoutMs, after === '' ? undefined : after);
   };
   const viaParent = (): Promise<number> => withPartitionsFor(db, entries, () => copy(AUDIT_COPY_BINARY_STATEMENT, null));
+  const { targets } = opts;
   try {
-    const target = opts.targets ? await opts.targets.targetFor(batch.minMs, batch.maxMs) : null;
+    const target = targets ? await targets.targetFor(batch.minMs, batch.maxMs) : null;
     if (target === null || target.partition === null) return { stored: await viaParent(), seal };
     try {
       return { stored: await copy(target.statement, target.guard), seal };
     } catch (error) {
       // The partition was dropped, detached or changed since it was looked up: through the parent, and look again.
       if (!isStaleTarget(error)) throw error;
-      opts.targets!.forget();
+      targets!.forget();
       return { stored: await viaParent(), seal };
     }
   } catch (error) {

@@ -145,11 +145,16 @@ function closed(p: AuditPartition, now: Date): boolean {
 }
 
 /** Names of the valid indexes of a table; an index left invalid by an interrupted concurrent build is dropped first. */
-async function indexesOf(db: AnyDb, table: string, concurrently: boolean): Promise<Set<string>> {
+/** A table's indexes by name, with whether each is valid (an interrupted concurrent build leaves one invalid). */
+async function readIndexes(db: AnyDb, table: string): Promise<{ name: string; valid: boolean }[]> {
   const r = await sql<{ name: string; valid: boolean }>`select c.relname as name, i.indisvalid as valid
       from pg_index i join pg_class c on c.oid = i.indexrelid where i.indrelid = ${table}::regclass`.execute(db);
+  return r.rows;
+}
+
+async function indexesOf(db: AnyDb, table: string, concurrently: boolean): Promise<Set<string>> {
   const valid = new Set<string>();
-  for (const row of r.rows) {
+  for (const row of await readIndexes(db, table)) {
     if (row.valid) valid.add(row.name);
     else if (concurrently) await sql`drop index concurrently if exists ${sql.id(row.name)}`.execute(db);
     else await sql`drop index if exists ${sql.id(row.name)}`.execute(db);
@@ -223,10 +228,12 @@ async function retireReplacedIndexes(db: AnyDb): Promise<boolean> {
   }
 }
 
-/** Whether the seals' time order exists (audit verify reads without it, reading the seals table from the range's start for every page). */
+/**
+ * Whether the seals' time order exists and is valid (audit verify reads without it, reading the seals table from the
+ * range's start for every page). Only reads: an invalid one is left for maintenance to build again.
+ */
 export async function hasSealTimeOrder(db: AnyDb): Promise<boolean> {
-  const { rows } = await sql<{ r: string | null }>`select to_regclass(${SEAL_TIME_ORDER_INDEX}) as r`.execute(db);
-  return Boolean(rows[0]?.r);
+  return (await readIndexes(db, 'audit_seals')).some((i) => i.name === SEAL_TIME_ORDER_INDEX && i.valid);
 }
 
 /** Builds the seals' time order if it is missing (migration 0024 leaves it here when the table is large); an invalid one is built again. */

@@ -13,7 +13,7 @@ import { auditTuple } from '../../src/audit/copy-binary.js';
 import { DIGEST_BYTES, GENESIS_HASH, LOCATOR_BYTES, rowDigest, rowDigestHex, rowsHash, SealChain, sealHash } from '../../src/audit/seal.js';
 import { auditCopyLine } from '../../src/audit/copy-text.js';
 import { verifyAudit, type VerifyProblem } from '../../src/audit/verify.js';
-import { maintainPartitions, SEAL_TIME_ORDER_COLUMNS, SEAL_TIME_ORDER_INDEX } from '../../src/audit/partitions.js';
+import { hasSealTimeOrder, maintainPartitions, SEAL_TIME_ORDER_COLUMNS, SEAL_TIME_ORDER_INDEX } from '../../src/audit/partitions.js';
 import { storableEntry, type AuditEntry } from '../../src/audit/entry.js';
 import { openControlStore, type ControlStore } from '../../src/store/db.js';
 import { migrateTo, migrateToLatest } from '../../src/store/migrate.js';
@@ -234,6 +234,16 @@ describe('seals on PostgreSQL (COPY path)', () => {
       expect(slow.stderr).toContain(`index ${SEAL_TIME_ORDER_INDEX} is missing`);
     } finally {
       await sql`create index ${sql.id(SEAL_TIME_ORDER_INDEX)} on audit_seals (${sql.raw(SEAL_TIME_ORDER_COLUMNS)})`.execute(db);
+    }
+    // An index left invalid (a concurrent build cut short) counts as missing, and the check leaves it for maintenance.
+    expect(await hasSealTimeOrder(db)).toBe(true);
+    await sql`update pg_index set indisvalid = false where indexrelid = to_regclass(${SEAL_TIME_ORDER_INDEX})`.execute(db);
+    try {
+      expect(await hasSealTimeOrder(db)).toBe(false);
+      const { rows } = await sql<{ r: string | null }>`select to_regclass(${SEAL_TIME_ORDER_INDEX})::text as r`.execute(db);
+      expect(rows[0]!.r).toBe(SEAL_TIME_ORDER_INDEX);
+    } finally {
+      await sql`update pg_index set indisvalid = true where indexrelid = to_regclass(${SEAL_TIME_ORDER_INDEX})`.execute(db);
     }
     const usage = await runCli(['audit', 'verify', '--from', 'yesterday'], { env, cwd: ROOT, timeoutMs: 60_000 });
     expect(usage.code).toBe(64);
