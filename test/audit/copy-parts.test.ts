@@ -12,7 +12,7 @@ import { SealChain } from '../../src/audit/seal.js';
 import { verifyAudit } from '../../src/audit/verify.js';
 import { copyTexts, type CopyIn, type CopyPart } from '../../src/store/copy.js';
 import { withMigratedStore, type MigratedStore, TEST_PG_PORT } from '../support/pg.js';
-import { kyselyVia, makeEntry } from './support.js';
+import { countAuditLike, kyselyVia, makeEntry } from './support.js';
 
 let migrated: MigratedStore;
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
@@ -30,11 +30,6 @@ afterAll(async () => {
 const DAY = 86_400_000;
 const HEADER_BYTES = 19;
 const TRAILER = Buffer.from([0xff, 0xff]);
-
-async function countLike(prefix: string): Promise<number> {
-  const { rows } = await sql<{ n: number }>`select count(*)::int as n from audit_entries where request_id like ${prefix + '%'}`.execute(db);
-  return rows[0]!.n;
-}
 
 /** A CopyIn that records the statements of each call, over the real one. */
 function recording(inner: CopyIn): { copyIn: CopyIn; statements: string[][] } {
@@ -108,10 +103,10 @@ describe('a batch in parts, in one transaction', () => {
       // The third part repeats a stored entry: the first two parts were copied in the same transaction.
       const fresh = entries('atom-new-', 6);
       await expect(one.copyIn([copy(batchOf(fresh.slice(0, 3))), copy(batchOf(fresh.slice(3))), copy(batchOf([stored[0]!]))], 10_000)).rejects.toMatchObject({ code: '23505' });
-      expect(await countLike('atom-new-')).toBe(0);
+      expect((await countAuditLike(db, 'atom-new-')).total).toBe(0);
       // A statement after the last part fails: the parts are rolled back with it.
       await expect(one.copyIn([copy(batchOf(fresh.slice(0, 3))), copy(batchOf(fresh.slice(3)))], 10_000, 'select 1 / 0')).rejects.toMatchObject({ code: '22012' });
-      expect(await countLike('atom-new-')).toBe(0);
+      expect((await countAuditLike(db, 'atom-new-')).total).toBe(0);
       // The same (only) connection, not left in an aborted transaction: the parts now commit.
       expect(await one.copyIn([copy(batchOf(fresh.slice(0, 3))), copy(batchOf(fresh.slice(3)))], 10_000)).toBe(6);
       const { rows } = await sql<{ n: number }>`select count(*)::int as n from audit_entries where request_id like 'atom-new-%'`.execute(one.db);
@@ -207,12 +202,12 @@ describe('where a batch is copied', () => {
     // The parent then meets a day without a partition, creates it and copies again.
     expect((await copySealed(db, rec.copyIn, dropped, 10_000, new SealChain(), { targets })).stored).toBe(3);
     expect(rec.statements).toEqual([[`copy public.${name} from stdin with (format binary)`], [AUDIT_COPY_BINARY_STATEMENT], [AUDIT_COPY_BINARY_STATEMENT]]);
-    expect(await countLike('stale-dropped-')).toBe(3);
+    expect((await countAuditLike(db, 'stale-dropped-')).total).toBe(3);
 
     // Detached, the table still exists and takes rows: the guard after the COPY rolls them back within the minute the
     // day's answer is kept, and the parent, finding no partition for the day (the table's name is taken), refuses.
     // The day's partition is the one the parent created above.
-    const sameMinute = new AuditCopyTargets(db, () => 0);
+    const sameMinute = new AuditCopyTargets(db);
     expect((await sameMinute.targetFor(day.getTime(), day.getTime())).partition).toBe(`public.${name}`);
     await sql`alter table audit_entries detach partition ${sql.id(name)}`.execute(db);
     const detached = entries('stale-detached-', 3, day.getTime());
@@ -221,7 +216,7 @@ describe('where a batch is copied', () => {
     expect(rec2.statements[0]).toEqual([`copy public.${name} from stdin with (format binary)`]);
     const { rows } = await sql<{ n: number }>`select count(*)::int as n from ${sql.id(name)} where request_id like 'stale-detached-%'`.execute(db);
     expect(rows[0]!.n).toBe(0);
-    expect(await countLike('stale-detached-')).toBe(0);
+    expect((await countAuditLike(db, 'stale-detached-')).total).toBe(0);
     // Looked up again, the day has no partition.
     expect((await sameMinute.targetFor(day.getTime(), day.getTime())).partition).toBeNull();
     await sql`drop table ${sql.id(name)}`.execute(db);
@@ -261,6 +256,25 @@ describe('where a batch is copied: what the catalog must say', () => {
     }
   });
 
+  it('a day partitioned further (not a plain table) is not copied into by name: the parent routes into its sub-partition', async () => {
+    const day = dayStart(new Date(Date.UTC(new Date().getUTCFullYear() + 9, 10, 12)));
+    const name = dayPartitionName(day);
+    const to = new Date(day.getTime() + DAY).toISOString();
+    await sql`create table ${sql.id(name)} partition of audit_entries for values from (${sql.lit(day.toISOString())}) to (${sql.lit(to)}) partition by range (ts)`.execute(db);
+    await sql`create table ${sql.id(`${name}_all`)} partition of ${sql.id(name)} for values from (${sql.lit(day.toISOString())}) to (${sql.lit(to)})`.execute(db);
+    try {
+      const targets = new AuditCopyTargets(db);
+      expect((await targets.targetFor(day.getTime(), day.getTime() + 5)).partition).toBeNull();
+      const rec = recording(copyIn);
+      expect((await copySealed(db, rec.copyIn, entries('subpartitioned-', 3, day.getTime()), 10_000, new SealChain(), { targets })).stored).toBe(3);
+      expect(rec.statements).toEqual([[AUDIT_COPY_BINARY_STATEMENT]]);
+      const { rows } = await sql<{ t: string }>`select distinct tableoid::regclass::text as t from audit_entries where request_id like 'subpartitioned-%'`.execute(db);
+      expect(rows.map((r) => r.t)).toEqual([`${name}_all`]);
+    } finally {
+      await sql`drop table ${sql.id(name)}`.execute(db);
+    }
+  });
+
   it('a role that may insert into audit_entries but not into the partition copies through the parent, and stores', async () => {
     const role = `gh_copy_${Math.random().toString(36).slice(2, 8)}`;
     await sql.raw(`create role ${role} login`).execute(db);
@@ -275,7 +289,7 @@ describe('where a batch is copied: what the catalog must say', () => {
       const rec = recording(via.copyIn);
       expect((await copySealed(via.db, rec.copyIn, entries('role-', 3, now), 10_000, undefined, { targets })).stored).toBe(3);
       expect(rec.statements).toEqual([[AUDIT_COPY_BINARY_STATEMENT]]);
-      expect(await countLike('role-')).toBe(3);
+      expect((await countAuditLike(db, 'role-')).total).toBe(3);
     } finally {
       await via.close();
       await sql.raw(`drop owned by ${role}; drop role ${role}`).execute(db);
@@ -295,7 +309,7 @@ describe('where a batch is copied: what the catalog must say', () => {
       expect(rec.statements).toEqual([[`copy public.${name} from stdin with (format binary)`]]);
       const { rows } = await sql<{ n: number }>`select count(*)::int as n from ${sql.id('gh_shadow', name)}`.execute(db);
       expect(rows[0]!.n).toBe(0);
-      expect(await countLike('shadowed-')).toBe(3);
+      expect((await countAuditLike(db, 'shadowed-')).total).toBe(3);
     } finally {
       await one.close();
       await sql.raw('drop schema gh_shadow cascade').execute(db);

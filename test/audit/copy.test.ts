@@ -14,7 +14,7 @@ import { AuditWriter } from '../../src/audit/writer.js';
 import { verifyAudit } from '../../src/audit/verify.js';
 import type { CopyIn } from '../../src/store/copy.js';
 import { withMigratedStore, type MigratedStore, TEST_PG_HOST, TEST_PG_PORT } from '../support/pg.js';
-import { auditConfig, kyselyVia, makeEntry, recordingLogger, TcpProxy, tempSpoolDir, waitFor } from './support.js';
+import { auditConfig, countAuditLike, kyselyVia, makeEntry, recordingLogger, TcpProxy, tempSpoolDir, waitFor } from './support.js';
 
 let migrated: MigratedStore;
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
@@ -36,12 +36,6 @@ async function storedRows(ids: readonly string[]): Promise<Record<string, string
   if (ids.length === 0) return [];
   const { rows } = await sql<Record<string, string | null>>`select ${STORED_COLUMNS} from audit_entries where id = any(${ids}::uuid[]) order by id`.execute(db);
   return rows;
-}
-
-async function countLike(prefix: string): Promise<{ total: number; distinct: number }> {
-  const { rows } = await sql<{ total: number; distinct: number }>`
-    select count(*)::int as total, count(distinct id)::int as distinct from audit_entries where request_id like ${prefix + '%'}`.execute(db);
-  return rows[0]!;
 }
 
 describe('COPY text line (the canonical form of rows under format-1 seals)', () => {
@@ -259,7 +253,7 @@ describe('COPY fallbacks and counts', () => {
   it('returns the number of rows stored', async () => {
     const batch = Array.from({ length: 250 }, (_, i) => makeEntry({ request_id: `count-${i}` }));
     expect(await copyAuditEntries(db, copyIn, batch, 10_000)).toBe(250);
-    expect(await countLike('count-')).toEqual({ total: 250, distinct: 250 });
+    expect(await countAuditLike(db, 'count-')).toEqual({ total: 250, distinct: 250 });
     expect(await copyAuditEntries(db, copyIn, [], 10_000)).toBe(0);
   });
 
@@ -271,7 +265,7 @@ describe('COPY fallbacks and counts', () => {
     // The COPY itself refuses the batch: that is what the fallback answers.
     await expect(copyIn([{ statement: AUDIT_COPY_BINARY_STATEMENT, data: auditBinaryBatch(replayed)!.bytes }], 10_000)).rejects.toMatchObject({ code: '23505' });
     expect(await copyAuditEntries(db, copyIn, replayed, 10_000)).toBe(3);
-    expect(await countLike('dup-')).toEqual({ total: 8, distinct: 8 });
+    expect(await countAuditLike(db, 'dup-')).toEqual({ total: 8, distinct: 8 });
     expect(await copyAuditEntries(db, copyIn, replayed, 10_000)).toBe(0);
   });
 
@@ -285,10 +279,10 @@ describe('COPY fallbacks and counts', () => {
       makeEntry({ request_id: 'span-now-1' }),
     ];
     await expect(copyIn([{ statement: AUDIT_COPY_BINARY_STATEMENT, data: auditBinaryBatch(batch)!.bytes }], 10_000)).rejects.toMatchObject({ code: '23514' });
-    expect(await countLike('span-')).toEqual({ total: 0, distinct: 0 });
+    expect(await countAuditLike(db, 'span-')).toEqual({ total: 0, distinct: 0 });
     expect(await copyAuditEntries(db, copyIn, batch, 10_000)).toBe(3);
     expect((await listPartitions(db)).map((p) => p.name)).toContain(name);
-    expect(await countLike('span-')).toEqual({ total: 3, distinct: 3 });
+    expect(await countAuditLike(db, 'span-')).toEqual({ total: 3, distinct: 3 });
   });
 
   it('a writer rewriting a batch it stored before (a retry after a late commit) stays up and stores each entry once', async () => {
@@ -304,7 +298,7 @@ describe('COPY fallbacks and counts', () => {
       await writer.close();
       await spool.remove();
     }
-    expect(await countLike('retry-')).toEqual({ total: 20, distinct: 20 });
+    expect(await countAuditLike(db, 'retry-')).toEqual({ total: 20, distinct: 20 });
   });
 });
 
@@ -367,7 +361,7 @@ describe('characters PostgreSQL cannot store', () => {
       await spool.remove();
     }
     await expectStored('writer');
-    expect(await countLike('poison-clean-')).toEqual({ total: 3, distinct: 3 });
+    expect(await countAuditLike(db, 'poison-clean-')).toEqual({ total: 3, distinct: 3 });
   });
 
   it('numbers beyond the column types are refused when written, not when their batch is stored', () => {
@@ -433,11 +427,11 @@ describe('COPY interrupted mid-stream', () => {
       await interrupt(() => writer.flush());
       expect(writer.stats()).toMatchObject({ postgres_available: false, spooled_entries: batch.length });
       await waitFor(async () => (await copyBackends()) === 0, 10_000, 'the server to end the COPY');
-      expect(await countLike(prefix)).toEqual({ total: 0, distinct: 0 });
+      expect(await countAuditLike(db, prefix)).toEqual({ total: 0, distinct: 0 });
 
       proxy.restore();
       await waitFor(() => writer.stats().spooled_entries === 0 && writer.stats().postgres_available, 20_000, 'the spool to replay');
-      expect(await countLike(prefix)).toEqual({ total: batch.length, distinct: batch.length });
+      expect(await countAuditLike(db, prefix)).toEqual({ total: batch.length, distinct: batch.length });
     } finally {
       proxy.restore();
       await writer.close();

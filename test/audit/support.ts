@@ -2,7 +2,7 @@
 import net from 'node:net';
 import { Transform } from 'node:stream';
 import pg from 'pg';
-import { Kysely, PostgresDialect } from 'kysely';
+import { Kysely, PostgresDialect, sql } from 'kysely';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -175,4 +175,12 @@ export function kyselyVia(port: number, database: string, opts: { max?: number; 
   // eslint-disable-next-line @typescript-eslint/no-explicit-any
   const db = new Kysely<any>({ dialect: new PostgresDialect({ pool }) });
   return { db, copyIn: poolCopyIn(pool, `127.0.0.1:${port}/${database}`), close: () => db.destroy() };
+}
+
+/** Stored audit rows whose request id starts with `prefix`: how many, and how many distinct ids among them. */
+// eslint-disable-next-line @typescript-eslint/no-explicit-any
+export async function countAuditLike(db: Kysely<any>, prefix: string): Promise<{ total: number; distinct: number }> {
+  const { rows } = await sql<{ total: number; distinct: number }>`
+    select count(*)::int as total, count(distinct id)::int as distinct from audit_entries where request_id like ${prefix + '%'}`.execute(db);
+  return rows[0]!;
 }
