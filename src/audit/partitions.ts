@@ -32,6 +32,8 @@ export interface PartitionMaintenanceResult {
   dropped: string[];
   /** Indexes built on closed partitions (and parent indexes attached), by name. */
   indexed: string[];
+  /** Partitions left alone because an index is being built on them by another session (another run or replica). */
+  busy: string[];
   /** Block ranges of open partitions' BRIN indexes summarized by this run. */
   summarized: number;
   /** Whether this run dropped the primary key and time index the unique time key replaces (migration 0022). */
@@ -57,6 +59,14 @@ export function monthStart(d: Date, offset = 0): Date {
 /** First instant of the UTC day `offset` days after the day of `d`. */
 export function dayStart(d: Date, offset = 0): Date {
   return new Date(Date.UTC(d.getUTCFullYear(), d.getUTCMonth(), d.getUTCDate() + offset));
+}
+
+/** How long after a UTC midnight the worker maintains the partitions again, so the day just closed gets its search indexes. */
+export const MAINTAIN_AFTER_MIDNIGHT_MS = 5_000;
+
+/** The next maintenance just after a UTC midnight: MAINTAIN_AFTER_MIDNIGHT_MS into the day after `now`'s. */
+export function justAfterMidnight(now: Date): Date {
+  return new Date(dayStart(now, 1).getTime() + MAINTAIN_AFTER_MIDNIGHT_MS);
 }
 
 const pad2 = (n: number): string => String(n).padStart(2, '0');
@@ -291,18 +301,35 @@ export async function maintainPartitions(db: AnyDb, opts: PartitionMaintenanceOp
   const cutoff = now.getTime() - opts.retentionDays * DAY_MS;
   const dropped: string[] = [];
   const indexed: string[] = [];
+  const busy: string[] = [];
   let summarized = 0;
   for (const p of await listPartitions(db)) {
     if (p.to.getTime() <= cutoff) {
       await sql`drop table if exists ${sql.id(p.name)}`.execute(db);
       dropped.push(p.name);
     } else {
-      indexed.push(...(await indexPartition(db, p, now, concurrently)));
+      if (await indexBuildInProgress(db, p.name)) busy.push(p.name);
+      else indexed.push(...(await indexPartition(db, p, now, concurrently)));
       if (!closed(p, now)) summarized += await summarizeBrin(db, p.name);
     }
   }
   if (dropped.length > 0) await forgetSeals(db, (await listPartitions(db))[0]?.from ?? new Date(cutoff));
   const retired = await retireReplacedIndexes(db);
   const sealOrder = await ensureSealTimeOrder(db, concurrently);
-  return { created, dropped, indexed, summarized, retired, sealOrder };
+  return { created, dropped, indexed, busy, summarized, retired, sealOrder };
+}
+
+/**
+ * Whether a session is building an index on the table now. Its index is invalid until the build ends, which is what an
+ * interrupted build leaves too: a second maintenance run (a replica's, or this worker's next while a large day's builds
+ * are still going) would drop it and build it again, and the two runs would undo each other's work. Such a partition
+ * is left to the run building on it. The progress view shows the table of another role's build only to a role allowed
+ * to read its statistics (pg_read_all_stats); replicas of one deployment share the role.
+ */
+async function indexBuildInProgress(db: AnyDb, table: string): Promise<boolean> {
+  const { rows } = await sql<{ building: boolean }>`select exists (
+      select 1 from pg_stat_progress_create_index
+       where datid = (select oid from pg_database where datname = current_database()) and relid = ${table}::regclass
+         and pid <> pg_backend_pid()) as building`.execute(db);
+  return rows[0]?.building === true;
 }

@@ -10,7 +10,7 @@ import { buildAdminApp } from '../admin/app.js';
 import { buildWireListener } from '../gateway/pgwire/index.js';
 import { Worker } from '../worker/worker.js';
 import { attachIngestion } from '../worker/ingestion.js';
-import { maintainPartitions } from '../audit/partitions.js';
+import { justAfterMidnight, maintainPartitions } from '../audit/partitions.js';
 import { approvalSweepTask } from '../approvals/runtime.js';
 import { alertEvaluationTask } from '../alerts/runtime.js';
 import { catalogWorkerTask } from '../catalog/runtime.js';
@@ -120,12 +120,14 @@ export async function startService(loaded: LoadedConfig, role: ServiceRole, log:
       const partitions = config.audit.partitions;
       worker.addTask({
         name: 'audit-partitions',
-        // Daily partitions get their search indexes soon after their day ends (docs/decisions/0024).
+        // Daily partitions get their search indexes soon after their day ends (docs/decisions/0024): every ten minutes, and
+        // seconds after each UTC midnight, so a day just closed is not searched without them for up to ten.
         intervalMs: 600_000,
+        alsoAt: justAfterMidnight,
         run: async () => {
           const result = await maintainPartitions(services.db, { monthsAhead: partitions.months_ahead, retentionDays: partitions.retention_days, now: new Date() });
           // Index builds and the seals' time order (which audit verify reads by) are worth a line too: each can take minutes.
-          if (result.created.length + result.dropped.length + result.indexed.length > 0 || result.retired || result.sealOrder) services.log.info(result, 'audit partitions maintained');
+          if (result.created.length + result.dropped.length + result.indexed.length + result.busy.length > 0 || result.retired || result.sealOrder) services.log.info(result, 'audit partitions maintained');
         },
         runAtStart: true,
       });

@@ -10,13 +10,18 @@ export interface PeriodicTask {
   intervalMs: number;
   /** Run once as soon as the worker starts, not only after the first interval. */
   runAtStart?: boolean;
+  /** A further run at this moment (after `now`), asked again after each: work due at a time of day, e.g. just after midnight. */
+  alsoAt?(now: Date): Date;
   run(): Promise<void>;
 }
+
+/** The longest delay a Node timer holds (2^31 − 1 ms, ≈ 24.8 days); longer ones fire at once. */
+const MAX_TIMER_MS = 2_147_483_647;
 
 export class Worker {
   readonly workerId: string;
   readonly #timers: NodeJS.Timeout[] = [];
-  readonly #running = new Set<Promise<void>>();
+  readonly #running = new Map<PeriodicTask, Promise<void>>();
   readonly #tasks: PeriodicTask[] = [];
   readonly #heartbeatMetadata: Array<() => JsonObject> = [];
   readonly #stoppers: Array<() => Promise<void>> = [];
@@ -53,6 +58,7 @@ export class Worker {
       if (task.runAtStart) this.#runOnce(task);
       const timer = setInterval(() => this.#runOnce(task), task.intervalMs);
       this.#timers.push(timer);
+      if (task.alsoAt) this.#runAt(task, task.alsoAt);
     }
     for (const service of this.#services) {
       service.start();
@@ -66,20 +72,42 @@ export class Worker {
     await recordHeartbeat(this.services.db, this.workerId, { host: os.hostname(), pid: process.pid, concurrency: this.services.config.worker.concurrency, ...extra });
   }
 
+  /** Runs the task at `at(now)`, then asks for the next moment; a moment more than a timer can hold away is approached in steps. */
+  #runAt(task: PeriodicTask, at: (now: Date) => Date): void {
+    const now = Date.now();
+    const due = at(new Date(now)).getTime();
+    const wait = Math.min(Math.max(0, due - now), MAX_TIMER_MS);
+    const timer = setTimeout(() => {
+      this.#timers.splice(this.#timers.indexOf(timer), 1);
+      if (this.#stopped) return;
+      if (Date.now() >= due) this.#runOnce(task);
+      this.#runAt(task, at);
+    }, wait);
+    this.#timers.push(timer);
+  }
+
+  /**
+   * Starts a run unless the task's last one is still going: a run may outlast the interval (a large day's index builds),
+   * and two at once would do the same work twice, or undo each other's.
+   */
   #runOnce(task: PeriodicTask): void {
     if (this.#stopped) return;
+    if (this.#running.has(task)) {
+      this.services.log.debug({ task: task.name }, 'worker task still running: this run skipped');
+      return;
+    }
     const p = task
       .run()
       .catch((err: unknown) => this.services.log.error({ err, task: task.name }, 'worker task failed'))
-      .finally(() => this.#running.delete(p));
-    this.#running.add(p);
+      .finally(() => this.#running.delete(task));
+    this.#running.set(task, p);
   }
 
   /** Stops scheduling and waits for tasks in flight, so a SIGTERM never cuts a sweep in half. */
   async stop(): Promise<void> {
     this.#stopped = true;
-    for (const t of this.#timers) clearInterval(t);
+    for (const t of this.#timers) clearTimeout(t);
     await Promise.allSettled(this.#stoppers.map((stop) => stop()));
-    await Promise.allSettled([...this.#running]);
+    await Promise.allSettled([...this.#running.values()]);
   }
 }

@@ -1,5 +1,6 @@
 // The audit store of docs/decisions/0024 and 0031 on a store that already holds rows: migrations 0017 and 0022 are catalog work, writes go on while partition maintenance builds the per-partition indexes concurrently, attaches them and retires what the time key replaces; searches and lookups by id use them.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import pg from 'pg';
 import { sql } from 'kysely';
 import type { Kysely } from 'kysely';
 import { migrateTo, migrateToLatest } from '../../src/store/migrate.js';
@@ -122,6 +123,45 @@ describe('migrations 0017 and 0022 on a store holding rows', () => {
     const result = await maintainPartitions(db, { monthsAhead: 1, retentionDays: 36_500 });
     expect(result.indexed).toEqual([`${month}_source_idx`]);
     expect((await indexesOf(db, month))[`${month}_source_idx`]).toBe(true);
+  });
+
+  it('leaves a partition alone while another session builds an index on it: its index is not dropped and built again', async () => {
+    const name = `${month}_channel_idx`;
+    await sql`drop index ${sql.id(name)}`.execute(db);
+    const writer = new pg.Client({ connectionString: database.url });
+    const builder = new pg.Client({ connectionString: database.url });
+    await writer.connect();
+    await builder.connect();
+    try {
+      // An open writing transaction keeps a concurrent build waiting, its index already made and invalid.
+      await writer.query('begin');
+      await writer.query(`lock table ${month} in row exclusive mode`);
+      const build = builder.query(`create index concurrently ${name} on ${month} (channel, ts desc, id desc)`);
+      let oid: number | undefined;
+      for (let i = 0; i < 200 && oid === undefined; i += 1) {
+        const { rows } = await sql<{ oid: number }>`select i.indexrelid::int8 as oid from pg_index i join pg_class c on c.oid = i.indexrelid
+            where c.relname = ${name} and not i.indisvalid`.execute(db);
+        if (rows[0]) oid = Number(rows[0].oid);
+        else await new Promise((r) => setTimeout(r, 25));
+      }
+      expect(oid).toBeDefined();
+      // Were the build taken for an interrupted one, the run would wait for it (and it for the writer) and then drop it:
+      // the writer ends after 3 s whatever happens, so such a run ends too, with the index built anew under another oid.
+      const release = setTimeout(() => void writer.query('commit'), 3_000);
+      const result = await maintainPartitions(db, { monthsAhead: 1, retentionDays: 36_500 });
+      clearTimeout(release);
+      expect(result.busy).toEqual([month]);
+      expect(result.indexed).not.toContain(name);
+      await writer.query('commit').catch(() => undefined);
+      await build;
+      const after = await sql<{ oid: number; valid: boolean }>`select i.indexrelid::int8 as oid, i.indisvalid as valid from pg_index i
+          join pg_class c on c.oid = i.indexrelid where c.relname = ${name}`.execute(db);
+      expect(after.rows.map((r) => ({ oid: Number(r.oid), valid: r.valid }))).toEqual([{ oid, valid: true }]);
+      expect(await maintainPartitions(db, { monthsAhead: 1, retentionDays: 36_500 })).toMatchObject({ busy: [], indexed: [] });
+    } finally {
+      await writer.end();
+      await builder.end();
+    }
   });
 });
 

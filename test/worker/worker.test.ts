@@ -1,0 +1,87 @@
+// The worker's scheduling: a task never runs twice at once (a run may outlast its interval), a task may also run at moments it names (just after midnight for the audit partitions), and stop ends both.
+import pino from 'pino';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { Worker, type PeriodicTask } from '../../src/worker/worker.js';
+import { justAfterMidnight, MAINTAIN_AFTER_MIDNIGHT_MS } from '../../src/audit/partitions.js';
+import type { Services } from '../../src/runtime/services.js';
+import { withMigratedStore, type MigratedStore } from '../support/pg.js';
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+describe('Worker', () => {
+  let migrated: MigratedStore;
+  let services: Services;
+
+  beforeAll(async () => {
+    migrated = await withMigratedStore();
+    const closers: Array<() => Promise<void>> = [];
+    services = {
+      config: { worker: { id: 'worker-test', heartbeat_interval_seconds: 3600, concurrency: 1 } },
+      db: migrated.store.db,
+      log: pino({ level: 'silent' }),
+      onClose: (fn: () => Promise<void>) => closers.push(fn),
+    } as unknown as Services;
+  });
+  afterAll(async () => {
+    await migrated?.cleanup();
+  });
+
+  it('does not start a run while the last one of the same task is still going', async () => {
+    let running = 0;
+    let most = 0;
+    let runs = 0;
+    const slow: PeriodicTask = {
+      name: 'slow', intervalMs: 40, runAtStart: true,
+      run: async () => {
+        runs += 1;
+        running += 1;
+        most = Math.max(most, running);
+        await sleep(250);
+        running -= 1;
+      },
+    };
+    const worker = new Worker(services);
+    worker.addTask(slow);
+    const started = Date.now();
+    await worker.start();
+    while (runs < 3 && Date.now() - started < 10_000) await sleep(20);
+    await worker.stop();
+    const elapsed = Date.now() - started;
+    expect(most).toBe(1);
+    // A run starts at the first tick after the last ended, at most one per 250 ms; without the guard, one per 40 ms.
+    expect(runs).toBeGreaterThanOrEqual(3);
+    expect(runs).toBeLessThanOrEqual(Math.ceil(elapsed / 250));
+    expect(running).toBe(0);
+  });
+
+  it('runs a task at the moments it names, asking for the next after each, and stops doing so on stop', async () => {
+    const at: number[] = [];
+    const moments: PeriodicTask = {
+      name: 'moments', intervalMs: 3_600_000,
+      alsoAt: (now) => new Date(now.getTime() + 100),
+      run: async () => {
+        at.push(Date.now());
+      },
+    };
+    const worker = new Worker(services);
+    worker.addTask(moments);
+    const started = Date.now();
+    await worker.start();
+    while (at.length < 3 && Date.now() - started < 10_000) await sleep(20);
+    await worker.stop();
+    const stopped = at.length;
+    expect(stopped).toBeGreaterThanOrEqual(3);
+    // Each run at the moment named after the one before (timers may fire late, never early).
+    const gaps = [at[0]! - started, ...at.slice(1).map((t, i) => t - at[i]!)];
+    for (const gap of gaps) expect(gap).toBeGreaterThanOrEqual(95);
+    await sleep(250);
+    expect(at).toHaveLength(stopped);
+  });
+
+  it('maintains the audit partitions seconds after each UTC midnight', () => {
+    expect(justAfterMidnight(new Date('2026-12-06T23:59:59.999Z')).toISOString()).toBe('2026-12-07T00:00:05.000Z');
+    expect(justAfterMidnight(new Date('2026-12-07T00:00:05.000Z')).toISOString()).toBe('2026-12-08T00:00:05.000Z');
+    expect(justAfterMidnight(new Date('2026-12-31T12:00:00.000Z')).toISOString()).toBe('2027-01-01T00:00:05.000Z');
+    expect(MAINTAIN_AFTER_MIDNIGHT_MS).toBeLessThan(60_000);
+  });
+});
