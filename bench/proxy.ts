@@ -139,9 +139,9 @@ function pathAndQuery(url: string): string {
 }
 
 /** Runs one case; `pids` names the processes whose CPU per request is reported (the proxy's, with its workers or replicas). */
-async function load(name: string, url: string | (() => string), headers: Record<string, string> = {}, pids: number[] = [], spansExported?: () => Promise<number>): Promise<Figures> {
+async function load(name: string, url: string | (() => string), headers: Record<string, string> = {}, pids: number[] = [], spansExported?: () => Promise<number>, overallRate?: number): Promise<Figures> {
   const opts = (duration: number) => {
-    const base = { connections: CONNECTIONS, duration, headers };
+    const base = { connections: CONNECTIONS, duration, headers, ...(overallRate !== undefined ? { overallRate } : {}) };
     if (typeof url === 'string') return { ...base, url };
     // A unique query per request: every request is an origin miss.
     const first = new URL(url());
@@ -415,6 +415,8 @@ async function main(): Promise<void> {
   let n = 0;
   try {
     const cases: Partial<Record<Case, Figures>> = {};
+    /** The bare proxy run at the miss's rate, and both CPU figures per request (µs). */
+    let equalRate: { rate: number; missUs: number; floorUs: number } | null = null;
     /** (c) and (d) as measured beside (f) and (g), for the telemetry ratios. */
     const telemetryOff: Partial<Record<Case, Figures>> = {};
     const details: Figures[] = [];
@@ -449,6 +451,14 @@ async function main(): Promise<void> {
       cases[which] = combineRounds(figures);
       if (figures.length > 1) for (const [i, f] of figures.entries()) details.push({ ...f, name: `    round ${i + 1} ${which}`, extra: true });
     }
+    // The floor at the miss's own rate: a proxy's CPU per request depends on its rate (at a lower one, fewer requests
+    // share each wake-up), so (e)'s figure at its full rate would overstate what Gatehouse adds (docs/decisions/0028).
+    if (bare !== null && cases.c && cases.c.cpuUs !== null) {
+      const rate = Math.max(1, Math.round(cases.c.rps));
+      const floor = await load('(e) at the miss rate', () => `http://127.0.0.1:${bare.port}/miss/item?n=${n++}`, {}, [bare.child.pid!], undefined, rate);
+      details.push({ ...floor, extra: true });
+      if (floor.cpuUs !== null) equalRate = { rate, missUs: cases.c.cpuUs, floorUs: floor.cpuUs };
+    }
     for (const figures of nginxRounds) if (figures.length > 0) details.push({ ...combineRounds(figures), extra: true });
     // Telemetry off and on are measured as adjacent pairs, in TELEMETRY_ROUNDS rounds that alternate which goes first,
     // so a change of the machine's load during the run weighs on both sides of the ratio alike.
@@ -477,11 +487,12 @@ async function main(): Promise<void> {
       }
     }
 
-    const results = [cases.a, cases.b, ...details.filter((r) => r.name.includes('nginx')), cases.c, cases.d, cases.h, cases.e, cases.f, cases.g, ...details.filter((r) => r.name.startsWith('    round')), ...details.filter((r) => r.name.startsWith('    telemetry'))].filter((r) => r !== undefined);
+    const results = [cases.a, cases.b, ...details.filter((r) => r.name.includes('nginx')), cases.c, cases.d, cases.h, cases.e, ...details.filter((r) => r.name.startsWith('(e) at')), cases.f, cases.g, ...details.filter((r) => r.name.startsWith('    round')), ...details.filter((r) => r.name.startsWith('    telemetry'))].filter((r) => r !== undefined);
     console.log(`\nHTTP proxy bench: ${CONNECTIONS} connections, ${ROUNDS} round(s) of every case, ${DURATION_S}s each after ${WARMUP_S}s warm-up, audit ${AUDIT_MODE}, gateway.processes ${PROCESSES}, loopback, ${process.version}`);
     console.log(`${'case'.padEnd(22)}${'req/s'.padStart(9)}${'p50 ms'.padStart(9)}${'p99 ms'.padStart(9)}${'errors'.padStart(9)}${'non2xx'.padStart(9)}${'cpu µs/req'.padStart(12)}${'sys µs'.padStart(8)}${'syscalls'.padStart(10)}`);
     for (const r of results) console.log(`${r.name.padEnd(22)}${fmt(r.rps)}${fmt(r.p50, 2)}${fmt(r.p99, 2)}${fmt(r.errors)}${fmt(r.non2xx)}${(r.cpuUs === null ? '-' : r.cpuUs.toFixed(0)).padStart(12)}${(r.sysUs === null ? '-' : r.sysUs.toFixed(0)).padStart(8)}${(r.syscalls === null ? '-' : r.syscalls.toFixed(1)).padStart(10)}`);
     const { a, c, d, e, f, g } = cases;
+    if (equalRate) console.log(`\nCPU per request at ${equalRate.rate} req/s: (c) miss ${equalRate.missUs.toFixed(0)} µs, (e) bare Node proxy ${equalRate.floorUs.toFixed(0)} µs (the miss adds ${(equalRate.missUs - equalRate.floorUs).toFixed(0)})`);
     const verdict = (ok: boolean) => (ok ? 'PASS' : 'FAIL');
     /** x ÷ y throughput: the median of the rounds' ratios (each round's beside it), or of the combined figures. */
     const ratio = (x: Case, y: Case): { value: number; text: string } | null => {
