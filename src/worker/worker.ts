@@ -17,6 +17,8 @@ export interface PeriodicTask {
 
 /** The longest delay a Node timer holds (2^31 − 1 ms, ≈ 24.8 days); longer ones fire at once. */
 const MAX_TIMER_MS = 2_147_483_647;
+/** The shortest wait for a task's next moment (PeriodicTask.alsoAt). */
+const MIN_AT_WAIT_MS = 1_000;
 
 export class Worker {
   readonly workerId: string;
@@ -76,7 +78,8 @@ export class Worker {
   #runAt(task: PeriodicTask, at: (now: Date) => Date): void {
     const now = Date.now();
     const due = at(new Date(now)).getTime();
-    const wait = Math.min(Math.max(0, due - now), MAX_TIMER_MS);
+    // At least a second: a moment asked for that is not after `now` must not become a loop of runs.
+    const wait = Math.min(Math.max(MIN_AT_WAIT_MS, due - now), MAX_TIMER_MS);
     const timer = setTimeout(() => {
       this.#timers.splice(this.#timers.indexOf(timer), 1);
       if (this.#stopped) return;
