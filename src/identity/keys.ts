@@ -52,17 +52,14 @@ const CLASS_POOLS: ReadonlyArray<{ test: RegExp; size: number }> = [
 
 /**
  * A conservative entropy estimate in bits: characters that merely repeat or continue a run
- * (`aaaa`, `abcd`, `4321`) count for nothing, and every other character is worth log2 of the alphabet the key
- * shows it was drawn from: the size k for which a uniformly random key of this length over k symbols would be
- * expected to use as many distinct characters as this one does, at most the character-class pool. Taking the
- * distinct count itself as the alphabet undervalued random keys (a random 32-character base64url key uses ≈ 25 of
- * its 64 symbols, and 2.4% of them fell below 128 bits); a key of few symbols still gets few bits.
+ * (`aaaa`, `abcd`, `4321`) count for nothing, and the per-character value is the smaller of the
+ * character-class pool and the number of distinct characters actually used.
  */
 export function estimateEntropyBits(key: string): number {
   let pool = 0;
   for (const c of CLASS_POOLS) if (c.test.test(key)) pool += c.size;
   const distinct = new Set(key).size;
-  const perChar = Math.log2(Math.max(2, drawnAlphabet(key.length, distinct, pool)));
+  const perChar = Math.log2(Math.max(2, Math.min(pool, distinct)));
   let effective = key.length > 0 ? 1 : 0;
   for (let i = 1; i < key.length; i += 1) {
     const step = key.charCodeAt(i) - key.charCodeAt(i - 1);
@@ -70,28 +67,6 @@ export function estimateEntropyBits(key: string): number {
     effective += 1;
   }
   return Math.floor(effective * perChar);
-}
-
-/** Distinct symbols expected in n uniform draws from k symbols: k·(1 − (1 − 1/k)^n), increasing in k. */
-function expectedDistinct(n: number, k: number): number {
-  return k * (1 - (1 - 1 / k) ** n);
-}
-
-/**
- * The alphabet size k in [distinct, pool] whose expected distinct count over n draws is the observed one (the
- * whole pool when even the pool would be expected to show no more), found by bisection to within 0.01.
- */
-export function drawnAlphabet(n: number, distinct: number, pool: number): number {
-  if (distinct >= pool) return pool;
-  if (expectedDistinct(n, pool) <= distinct) return pool;
-  let lo = distinct;
-  let hi = pool;
-  while (hi - lo > 0.01) {
-    const mid = (lo + hi) / 2;
-    if (expectedDistinct(n, mid) <= distinct) lo = mid;
-    else hi = mid;
-  }
-  return lo;
 }
 
 /** The shortest period p (≤ n/2) with key = repeat(key[0:p]), or 0 when the key is not periodic. */

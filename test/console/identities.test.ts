@@ -40,7 +40,7 @@ describe('POST /dashboard/access-control/identities/create', () => {
   });
 
   it('takes a supplied key (and pg_password equal to it) without echoing it', async () => {
-    // 32 random bytes (43 characters): the policy's conservative estimate refuses none such, and ≈ 1 in 13,000 of 24-byte ones.
+    // 32 random bytes: the policy's conservative estimate refuses ≈ 2.4% of 24-byte (32-character) random keys.
     const key = randomBytes(32).toString('base64url');
     const res = await owner.post(`${BASE}/create`, { name: 'supplied-key', api_key: key, pg_password: key, agent_type: 'langchain', pg_username: 'wire_user', mapped_pg_role: 'app_ro' });
     expect(res.status, res.text).toBe(201);
