@@ -52,6 +52,13 @@ describe('custom-key policy', () => {
     expect(estimateEntropyBits('0123456789')).toBeLessThan(8);
   });
 
+  it('refuses human-made keys that merely use many different characters', () => {
+    // Each was accepted by an estimate that took the distinct count as evidence of a large random alphabet (reverted).
+    for (const weak of ['ThisIsMyVerySecretKeyDontShare!!', 'postgres://user:password@db:5432/app', 'abAB12!@cdCD34#$efEF56%^ghGH78&*ij']) {
+      expect(customKeyProblem(weak, POLICY), weak).not.toBeNull();
+    }
+  });
+
   it('never puts the key in the problem text', () => {
     const key = 'my-secret-but-weak-key';
     expect(customKeyProblem(key, POLICY)).not.toContain(key);
