@@ -4,6 +4,7 @@ import { request } from 'undici';
 import type { Dispatcher } from 'undici';
 import type { Config } from '../config/index.js';
 import type { Coordination, Lock } from '../coord/index.js';
+import { whileHolding } from '../coord/index.js';
 import type { Logger } from '../observability/logger.js';
 import type { SecretResolver } from '../connectors/types.js';
 import { resolveCredential } from '../connectors/credentials.js';
@@ -64,18 +65,15 @@ export class CatalogScanner {
   async scan(sourceId: string, trigger: ScanTrigger): Promise<ScanOutcome> {
     const { deps } = this;
     if (!deps.config.enabled) return { status: 'skipped', reason: 'catalog.enabled is false' };
-    const lock = await deps.coord.acquireLock(scanLockName(sourceId), SCAN_LOCK_TTL_MS);
-    if (lock === null) return { status: 'busy' };
-    const renew = setInterval(() => void lock.extend(SCAN_LOCK_TTL_MS).catch(() => undefined), SCAN_LOCK_TTL_MS / 3);
-    renew.unref();
-    deps.events.emit('scan:start', { source_id: sourceId, worker_id: deps.workerId, at: performance.now() });
-    try {
-      return await this.#scanLocked(sourceId, trigger, lock);
-    } finally {
-      clearInterval(renew);
-      deps.events.emit('scan:end', { source_id: sourceId, worker_id: deps.workerId, at: performance.now() });
-      await lock.release().catch(() => undefined);
-    }
+    const held = await whileHolding(deps.coord, scanLockName(sourceId), SCAN_LOCK_TTL_MS, async (lock) => {
+      deps.events.emit('scan:start', { source_id: sourceId, worker_id: deps.workerId, at: performance.now() });
+      try {
+        return await this.#scanLocked(sourceId, trigger, lock);
+      } finally {
+        deps.events.emit('scan:end', { source_id: sourceId, worker_id: deps.workerId, at: performance.now() });
+      }
+    });
+    return held.busy ? { status: 'busy' } : held.value;
   }
 
   async #scanLocked(sourceId: string, trigger: ScanTrigger, _lock: Lock): Promise<ScanOutcome> {

@@ -13,6 +13,7 @@ export type {
   TtlOptions,
   Unsubscribe,
 } from './port.js';
+export { whileHolding, type Held } from './held-lock.js';
 export { CoordinationError, LOCK_NAMESPACE } from './errors.js';
 export type { CoordinationErrorCode } from './errors.js';
 export { MemoryCoordination, MemoryCoordinationStore } from './memory.js';

@@ -11,6 +11,7 @@ import { buildWireListener } from '../gateway/pgwire/index.js';
 import { Worker } from '../worker/worker.js';
 import { attachIngestion } from '../worker/ingestion.js';
 import { justAfterMidnight, maintainPartitions } from '../audit/partitions.js';
+import { whileHolding } from '../coord/index.js';
 import { approvalSweepTask } from '../approvals/runtime.js';
 import { alertEvaluationTask } from '../alerts/runtime.js';
 import { catalogWorkerTask } from '../catalog/runtime.js';
@@ -41,6 +42,10 @@ interface Listener {
   key: string;
   close(): Promise<void>;
 }
+
+/** The coordination lock one worker holds while it maintains the audit partitions, and its lease (renewed while held). */
+const AUDIT_PARTITIONS_LOCK = 'audit-partitions';
+const AUDIT_PARTITIONS_LOCK_TTL_MS = 60_000;
 
 const envName = (key: string) => `SERVICE_${key.toUpperCase().replace('.', '__')}`;
 
@@ -125,7 +130,13 @@ export async function startService(loaded: LoadedConfig, role: ServiceRole, log:
         intervalMs: 600_000,
         alsoAt: justAfterMidnight,
         run: async () => {
-          const result = await maintainPartitions(services.db, { monthsAhead: partitions.months_ahead, retentionDays: partitions.retention_days, now: new Date() });
+          // One worker at a time across replicas: every replica's run comes due at the same moment after midnight, and
+          // two CREATE INDEX CONCURRENTLY on one table can deadlock (40P01).
+          const held = await whileHolding(services.coord, AUDIT_PARTITIONS_LOCK, AUDIT_PARTITIONS_LOCK_TTL_MS, () =>
+            maintainPartitions(services.db, { monthsAhead: partitions.months_ahead, retentionDays: partitions.retention_days, now: new Date() }),
+          );
+          if (held.busy) return services.log.debug({ task: 'audit-partitions' }, 'another worker is maintaining the audit partitions');
+          const result = held.value;
           // Index builds and the seals' time order (which audit verify reads by) are worth a line too: each can take minutes.
           if (result.created.length + result.dropped.length + result.indexed.length + result.busy.length > 0 || result.retired || result.sealOrder) services.log.info(result, 'audit partitions maintained');
         },
