@@ -17,13 +17,26 @@ export interface PeriodicTask {
 
 /** The longest delay a Node timer holds (2^31 − 1 ms, ≈ 24.8 days); longer ones fire at once. */
 const MAX_TIMER_MS = 2_147_483_647;
-/** The shortest wait for a task's next moment (PeriodicTask.alsoAt). */
-const MIN_AT_WAIT_MS = 1_000;
+/** The least time between two runs for a task's named moments (PeriodicTask.alsoAt): a moment named again at once is not a loop. */
+const MIN_MOMENT_GAP_MS = 1_000;
+
+/**
+ * What a timer set for the moment `due` does when it fires at `now`. Early (a timer may fire a millisecond before the
+ * wall clock reaches its moment, or a moment beyond one timer's reach was approached in steps): no run, the same moment
+ * again. Otherwise a run, and the next moment: the one `at` names after `now` (≥ `due` here), and at least
+ * MIN_MOMENT_GAP_MS after `now`.
+ */
+export function momentStep(due: number, now: number, at: (now: Date) => Date): { run: boolean; next: number } {
+  if (now < due) return { run: false, next: due };
+  return { run: true, next: Math.max(at(new Date(now)).getTime(), now + MIN_MOMENT_GAP_MS) };
+}
 
 export class Worker {
   readonly workerId: string;
   readonly #timers: NodeJS.Timeout[] = [];
   readonly #running = new Map<PeriodicTask, Promise<void>>();
+  /** Tasks whose named moment came while they were running: each runs once more when its run in flight ends. */
+  readonly #owed = new Set<PeriodicTask>();
   readonly #tasks: PeriodicTask[] = [];
   readonly #heartbeatMetadata: Array<() => JsonObject> = [];
   readonly #stoppers: Array<() => Promise<void>> = [];
@@ -56,11 +69,16 @@ export class Worker {
   async #schedule(): Promise<void> {
     if (this.#stopped) return;
     await this.heartbeat();
+    // stop() may have come while the heartbeat was written: nothing may be scheduled after it.
+    if (this.#stopped) return;
     for (const task of this.#tasks) {
       if (task.runAtStart) this.#runOnce(task);
       const timer = setInterval(() => this.#runOnce(task), task.intervalMs);
       this.#timers.push(timer);
-      if (task.alsoAt) this.#runAt(task, task.alsoAt);
+      if (task.alsoAt) {
+        const at = task.alsoAt;
+        this.#armMoment(task, at, at(new Date()).getTime());
+      }
     }
     for (const service of this.#services) {
       service.start();
@@ -74,35 +92,37 @@ export class Worker {
     await recordHeartbeat(this.services.db, this.workerId, { host: os.hostname(), pid: process.pid, concurrency: this.services.config.worker.concurrency, ...extra });
   }
 
-  /** Runs the task at `at(now)`, then asks for the next moment; a moment more than a timer can hold away is approached in steps. */
-  #runAt(task: PeriodicTask, at: (now: Date) => Date): void {
-    const now = Date.now();
-    const due = at(new Date(now)).getTime();
-    // At least a second: a moment asked for that is not after `now` must not become a loop of runs.
-    const wait = Math.min(Math.max(MIN_AT_WAIT_MS, due - now), MAX_TIMER_MS);
+  /** Runs the task at the moment `due`, then at the next one `at` names (momentStep); moments too far for one timer are approached in steps. */
+  #armMoment(task: PeriodicTask, at: (now: Date) => Date, due: number): void {
     const timer = setTimeout(() => {
       this.#timers.splice(this.#timers.indexOf(timer), 1);
       if (this.#stopped) return;
-      if (Date.now() >= due) this.#runOnce(task);
-      this.#runAt(task, at);
-    }, wait);
+      const step = momentStep(due, Date.now(), at);
+      if (step.run) this.#runOnce(task, true);
+      this.#armMoment(task, at, step.next);
+    }, Math.min(Math.max(0, due - Date.now()), MAX_TIMER_MS));
     this.#timers.push(timer);
   }
 
   /**
    * Starts a run unless the task's last one is still going: a run may outlast the interval (a large day's index builds),
-   * and two at once would do the same work twice, or undo each other's.
+   * and two at once would do the same work twice, or undo each other's. A run for a moment the task named (`owed`) is
+   * not dropped: it starts as soon as the run in flight ends.
    */
-  #runOnce(task: PeriodicTask): void {
+  #runOnce(task: PeriodicTask, owed = false): void {
     if (this.#stopped) return;
     if (this.#running.has(task)) {
-      this.services.log.debug({ task: task.name }, 'worker task still running: this run skipped');
+      if (owed) this.#owed.add(task);
+      else this.services.log.debug({ task: task.name }, 'worker task still running: this run skipped');
       return;
     }
     const p = task
       .run()
       .catch((err: unknown) => this.services.log.error({ err, task: task.name }, 'worker task failed'))
-      .finally(() => this.#running.delete(task));
+      .finally(() => {
+        this.#running.delete(task);
+        if (this.#owed.delete(task)) this.#runOnce(task);
+      });
     this.#running.set(task, p);
   }
 
@@ -110,7 +130,9 @@ export class Worker {
   async stop(): Promise<void> {
     this.#stopped = true;
     for (const t of this.#timers) clearTimeout(t);
+    this.#timers.length = 0;
     await Promise.allSettled(this.#stoppers.map((stop) => stop()));
-    await Promise.allSettled([...this.#running.values()]);
+    // A run owed when its predecessor ends starts from that predecessor's settlement: wait until none is left.
+    while (this.#running.size > 0) await Promise.allSettled([...this.#running.values()]);
   }
 }

@@ -1,7 +1,7 @@
 // The worker's scheduling: a task never runs twice at once (a run may outlast its interval), a task may also run at moments it names (just after midnight for the audit partitions), and stop ends both.
 import pino from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { Worker, type PeriodicTask } from '../../src/worker/worker.js';
+import { Worker, momentStep, type PeriodicTask } from '../../src/worker/worker.js';
 import { justAfterMidnight, MAINTAIN_AFTER_MIDNIGHT_MS } from '../../src/audit/partitions.js';
 import type { Services } from '../../src/runtime/services.js';
 import { withMigratedStore, type MigratedStore } from '../support/pg.js';
@@ -87,7 +87,61 @@ describe('Worker', () => {
     await sleep(2_500);
     await worker.stop();
     expect(at.length).toBeGreaterThanOrEqual(1);
-    expect(at.length).toBeLessThanOrEqual(Math.floor((Date.now() - started) / 1_000));
+    expect(at.length).toBeLessThanOrEqual(Math.floor((Date.now() - started) / 1_000) + 1);
+  });
+
+  it('runs a moment that came during a run as soon as that run ends, instead of dropping it', async () => {
+    const runs: Array<{ start: number; end: number }> = [];
+    const worker = new Worker(services);
+    worker.addTask({
+      name: 'owed', intervalMs: 3_600_000, runAtStart: true,
+      alsoAt: (now) => new Date(now.getTime() + 200),
+      run: async () => {
+        const start = Date.now();
+        await sleep(1_500);
+        runs.push({ start, end: Date.now() });
+      },
+    });
+    await worker.start();
+    const t0 = Date.now();
+    while (runs.length < 2 && Date.now() - t0 < 10_000) await sleep(20);
+    await worker.stop();
+    expect(runs.length).toBeGreaterThanOrEqual(2);
+    // The moment at +200 ms came during the first run; without the debt the next run would wait for a moment that finds
+    // the task idle (+2.2 s), ≈ 700 ms after the first run's end.
+    expect(runs[1]!.start - runs[0]!.end).toBeLessThan(300);
+  });
+
+  it('schedules nothing when stopped while starting (during its first heartbeat)', async () => {
+    const warm = new Worker(services);
+    await warm.heartbeat();
+    const timeouts = () => process.getActiveResourcesInfo().filter((r) => r === 'Timeout').length;
+    const before = timeouts();
+    let runs = 0;
+    const worker = new Worker(services);
+    worker.addTask({ name: 'late', intervalMs: 3_600_000, runAtStart: true, alsoAt: (now) => new Date(now.getTime() + 3_600_000), run: async () => void (runs += 1) });
+    // stop() comes while the start's first heartbeat is being written (its metadata is read as it begins).
+    let stopping: Promise<void> | undefined;
+    worker.addHeartbeatMetadata(() => {
+      stopping ??= worker.stop();
+      return {};
+    });
+    await worker.start();
+    await stopping;
+    await sleep(100);
+    expect(runs).toBe(0);
+    expect(timeouts()).toBeLessThanOrEqual(before);
+  });
+
+  it('takes a timer that fires early for the same moment, and names the next after a run', () => {
+    const due = Date.parse('2026-12-08T00:00:05.000Z');
+    // Fired a millisecond early by the wall clock: no run, the same moment again (not tomorrow's).
+    expect(momentStep(due, due - 1, justAfterMidnight)).toEqual({ run: false, next: due });
+    expect(momentStep(due, due, justAfterMidnight)).toEqual({ run: true, next: Date.parse('2026-12-09T00:00:05.000Z') });
+    // Late (a busy event loop): run now, the next is still tomorrow's.
+    expect(momentStep(due, due + 180_000, justAfterMidnight)).toEqual({ run: true, next: Date.parse('2026-12-09T00:00:05.000Z') });
+    // A moment named in the past or at once: a second later, never a loop.
+    expect(momentStep(due, due, () => new Date(due - 60_000))).toEqual({ run: true, next: due + 1_000 });
   });
 
   it('maintains the audit partitions seconds after each UTC midnight', () => {
