@@ -95,7 +95,8 @@ export class Worker {
   /** Runs the task at the moment `due`, then at the next one `at` names (momentStep); moments too far for one timer are approached in steps. */
   #armMoment(task: PeriodicTask, at: (now: Date) => Date, due: number): void {
     const timer = setTimeout(() => {
-      this.#timers.splice(this.#timers.indexOf(timer), 1);
+      const armed = this.#timers.indexOf(timer);
+      if (armed >= 0) this.#timers.splice(armed, 1);
       if (this.#stopped) return;
       const step = momentStep(due, Date.now(), at);
       if (step.run) this.#runOnce(task, true);
