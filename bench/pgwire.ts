@@ -2,7 +2,7 @@
 // The gateway runs in this process: start it with the V8 settings every `gatehouse` process has.
 import '../src/runtime/v8-flags.js';
 import { execFile, execFileSync, spawn, type ChildProcess } from 'node:child_process';
-import { chmodSync, copyFileSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { Session } from 'node:inspector';
 import net from 'node:net';
 import { loadavg, tmpdir } from 'node:os';
@@ -28,6 +28,8 @@ const CLIENTS = 8;
 const TARGETS = (process.env.BENCH_TARGETS ?? 'direct,pgbouncer,node-pipe,node-frames,gatehouse').split(',');
 /** The reference relays (bench/pgwire-relay.ts): what a Node proxy costs before it does anything of Gatehouse's own. */
 const RELAYS = ['node-pipe', 'node-frames'] as const;
+/** PgBouncer is started only when measured; it is a Debian package (`apt-get install -y pgbouncer`), not an npm one. */
+const WITH_BOUNCER = TARGETS.includes('pgbouncer');
 const SCRIPTS = (process.env.BENCH_SCRIPTS ?? '-S,tpcb').split(',');
 const MODE = process.env.BENCH_MODE ?? 'prepared';
 /**
@@ -153,7 +155,14 @@ async function probe(name: string, args: string[], env: Record<string, string>, 
   return times;
 }
 
+/** Whether a command is on the PATH, as spawn would look for it. */
+function onPath(command: string): boolean {
+  return (process.env.PATH ?? '').split(path.delimiter).some((dir) => dir !== '' && existsSync(path.join(dir, command)));
+}
+
 async function main(): Promise<void> {
+  // Before anything is started: a missing PgBouncer used to end the run minutes in, with ENOENT from spawn.
+  if (WITH_BOUNCER && !onPath('pgbouncer')) throw new Error('pgbouncer is missing: apt-get install -y pgbouncer (or leave pgbouncer out of BENCH_TARGETS)');
   // BENCH_MANAGED=1: the source uses managed privileges (docs/least-privilege.md; the superuser is the privilege admin
   // here only because pgbench -i creates its tables as postgres): sessions SET ROLE once to the managed role.
   const managed = process.env.BENCH_MANAGED === '1' ? { privileges: 'managed', privilege_admin: { user: 'postgres' }, managed_role_prefix: MANAGED_PREFIX } : {};
@@ -177,8 +186,9 @@ async function main(): Promise<void> {
     // PgBouncer refuses to run as root: -u drops to the postgres user.
     return spawn('pgbouncer', ['-u', 'postgres', ini], { stdio: 'ignore' });
   };
-  const bouncer = startBouncer('pgbouncer', bouncerPort, false);
-  const bouncerGroup = PROCESSES > 1 ? Array.from({ length: PROCESSES }, (_, i) => startBouncer(`pgbouncer-group-${i}`, bouncerGroupPort, true)) : [];
+  // PgBouncer only when it is measured: `BENCH_TARGETS=node-frames,gatehouse` runs without it installed.
+  const bouncer = WITH_BOUNCER ? startBouncer('pgbouncer', bouncerPort, false) : null;
+  const bouncerGroup = WITH_BOUNCER && PROCESSES > 1 ? Array.from({ length: PROCESSES }, (_, i) => startBouncer(`pgbouncer-group-${i}`, bouncerGroupPort, true)) : [];
   const relays = new Map<string, { child: ChildProcess; port: number }>();
   /** Per script and target, each round's TPS in round order; the target's figure is their median. */
   const rounds: Record<string, Record<string, number[]>> = { '-S': {}, 'tpcb': {} };
@@ -212,7 +222,7 @@ async function main(): Promise<void> {
           const heapProfile = name === 'gatehouse' && HEAP_PROFILE_DIR ? await startProfile('heap') : null;
           // The gateway's replicas run in their own processes: their CPU comes from /proc, this process's from Node.
           const replicaPids = ww.world.svc.running.replicas?.pids() ?? [];
-          const bouncers = name === 'pgbouncer' ? [bouncer] : name.startsWith('pgbouncer') ? bouncerGroup : [];
+          const bouncers = name === 'pgbouncer' && bouncer ? [bouncer] : name.startsWith('pgbouncer') ? bouncerGroup : [];
           const relay = relays.get(name);
           // Whose CPU from /proc stands for the target's own: PgBouncer's processes, the relay's, or the gateway's replicas.
           const proxyLabel = bouncers.length > 0 ? 'PgBouncer' : relay ? 'relay' : '';
@@ -287,7 +297,7 @@ async function main(): Promise<void> {
       }
     }
   } finally {
-    for (const p of [bouncer, ...bouncerGroup, ...[...relays.values()].map((r) => r.child)]) p.kill('SIGTERM');
+    for (const p of [...(bouncer ? [bouncer] : []), ...bouncerGroup, ...[...relays.values()].map((r) => r.child)]) p.kill('SIGTERM');
     await ww.stop();
     if (process.env.BENCH_MANAGED === '1') await dropRoles(MANAGED_PREFIX);
     rmSync(dir, { recursive: true, force: true });

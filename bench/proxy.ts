@@ -397,7 +397,8 @@ async function main(): Promise<void> {
   const upstream = run(process.execPath, ['bench/proxy-upstream.ts', String(upstreamPort)]);
   await waitFor(`http://127.0.0.1:${upstreamPort}/x`);
   const nginxWorkers = [...new Set([1, PROCESSES])];
-  const nginxes = await Promise.all(nginxWorkers.map((w) => startNginx(upstreamPort, w)));
+  // nginx only when (b) is measured: `BENCH_CASES=ce` runs without it installed.
+  const nginxes = CASES.has('b') ? await Promise.all(nginxWorkers.map((w) => startNginx(upstreamPort, w))) : [];
   const idp = await TestProvider.start({ agentClients: [AGENT_CLIENT], agentAudience: AGENT_AUDIENCE });
   const gh = await startGatehouse(upstreamPort, idp);
   // (f), (g): a local OTLP/HTTP receiver in its own process, and a Gatehouse exporting every span and metric to it.
