@@ -1,5 +1,5 @@
 // Audit batches copied in parts, in one transaction, straight into their day's partition: the parts' bytes, atomicity and the connection after a failure, which tables a batch may be copied into, and the fallback when a partition changes under the writer.
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import fc from 'fast-check';
 import { sql } from 'kysely';
 import type { Kysely } from 'kysely';
@@ -11,20 +11,17 @@ import { createDayPartition, dayPartitionName, dayStart } from '../../src/audit/
 import { SealChain } from '../../src/audit/seal.js';
 import { verifyAudit } from '../../src/audit/verify.js';
 import { copyTexts, type CopyIn, type CopyPart } from '../../src/store/copy.js';
-import { withMigratedStore, type MigratedStore, TEST_PG_PORT } from '../support/pg.js';
-import { countAuditLike, kyselyVia, makeEntry } from './support.js';
+import { type MigratedStore, TEST_PG_PORT } from '../support/pg.js';
+import { countAuditLike, kyselyVia, makeEntry, migratedStoreForFile } from './support.js';
 
 let migrated: MigratedStore;
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
 let db: Kysely<any>;
 let copyIn: CopyIn;
-beforeAll(async () => {
-  migrated = await withMigratedStore();
-  db = migrated.store.db;
-  copyIn = migrated.store.copyIn!;
-});
-afterAll(async () => {
-  await migrated?.cleanup();
+migratedStoreForFile((m) => {
+  migrated = m;
+  db = m.store.db;
+  copyIn = m.store.copyIn!;
 });
 
 const DAY = 86_400_000;

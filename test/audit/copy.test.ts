@@ -13,20 +13,17 @@ import { listPartitions, monthStart } from '../../src/audit/partitions.js';
 import { AuditWriter } from '../../src/audit/writer.js';
 import { verifyAudit } from '../../src/audit/verify.js';
 import type { CopyIn } from '../../src/store/copy.js';
-import { withMigratedStore, type MigratedStore, TEST_PG_HOST, TEST_PG_PORT } from '../support/pg.js';
-import { auditConfig, countAuditLike, kyselyVia, makeEntry, recordingLogger, TcpProxy, tempSpoolDir, waitFor } from './support.js';
+import { type MigratedStore, TEST_PG_HOST, TEST_PG_PORT } from '../support/pg.js';
+import { auditConfig, countAuditLike, kyselyVia, makeEntry, migratedStoreForFile, recordingLogger, TcpProxy, tempSpoolDir, waitFor } from './support.js';
 
 let migrated: MigratedStore;
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
 let db: Kysely<any>;
 let copyIn: CopyIn;
-beforeAll(async () => {
-  migrated = await withMigratedStore();
-  db = migrated.store.db;
-  copyIn = migrated.store.copyIn!;
-});
-afterAll(async () => {
-  await migrated?.cleanup();
+migratedStoreForFile((m) => {
+  migrated = m;
+  db = m.store.db;
+  copyIn = m.store.copyIn!;
 });
 
 /** Every column as PostgreSQL's own text output, so "identical" means identical as stored, type by type. */

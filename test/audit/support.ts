@@ -2,6 +2,7 @@
 import net from 'node:net';
 import { Transform } from 'node:stream';
 import pg from 'pg';
+import { afterAll, beforeAll } from 'vitest';
 import { Kysely, PostgresDialect, sql } from 'kysely';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -9,6 +10,7 @@ import path from 'node:path';
 import { auditSchema } from '../../src/config/schema.js';
 import { poolCopyIn, type CopyIn } from '../../src/store/copy.js';
 import type { AuditConfig } from '../../src/audit/writer.js';
+import { withMigratedStore, type MigratedStore } from '../support/pg.js';
 import { newAuditId, type AuditEntry } from '../../src/audit/entry.js';
 import type { AuditLogger } from '../../src/audit/context.js';
 import { waitFor as waitForAny } from '../support/wait.js';
@@ -183,4 +185,19 @@ export async function countAuditLike(db: Kysely<any>, prefix: string): Promise<{
   const { rows } = await sql<{ total: number; distinct: number }>`
     select count(*)::int as total, count(distinct id)::int as distinct from audit_entries where request_id like ${prefix + '%'}`.execute(db);
   return rows[0]!;
+}
+
+/**
+ * A migrated store for the calling test file: made (withMigratedStore) before the file's tests, with `ready` called on
+ * it, and dropped after them. Read what `ready` keeps inside tests and hooks only.
+ */
+export function migratedStoreForFile(ready: (migrated: MigratedStore) => void, opts: { poolMax?: number } = {}): void {
+  let migrated: MigratedStore | undefined;
+  beforeAll(async () => {
+    migrated = await withMigratedStore(opts);
+    ready(migrated);
+  });
+  afterAll(async () => {
+    await migrated?.cleanup();
+  });
 }
