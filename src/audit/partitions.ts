@@ -32,7 +32,7 @@ export interface PartitionMaintenanceResult {
   dropped: string[];
   /** Indexes built on closed partitions (and parent indexes attached), by name. */
   indexed: string[];
-  /** Partitions left alone because an index is being built on them by another session (another run or replica). */
+  /** Tables (partitions, audit_seals) left alone because another session is building an index on them. */
   busy: string[];
   /** Block ranges of open partitions' BRIN indexes summarized by this run. */
   summarized: number;
@@ -154,7 +154,6 @@ function closed(p: AuditPartition, now: Date): boolean {
   return p.kind === 'month' || p.to.getTime() <= now.getTime();
 }
 
-/** Names of the valid indexes of a table; an index left invalid by an interrupted concurrent build is dropped first. */
 /** A table's indexes by name, with whether each is valid (an interrupted concurrent build leaves one invalid). */
 async function readIndexes(db: AnyDb, table: string): Promise<{ name: string; valid: boolean }[]> {
   const r = await sql<{ name: string; valid: boolean }>`select c.relname as name, i.indisvalid as valid
@@ -162,7 +161,13 @@ async function readIndexes(db: AnyDb, table: string): Promise<{ name: string; va
   return r.rows;
 }
 
-async function indexesOf(db: AnyDb, table: string, concurrently: boolean): Promise<Set<string>> {
+/**
+ * Names of the valid indexes of a table; an index left invalid by an interrupted concurrent build is dropped first.
+ * Null while another session is building an index on the table (indexBuildInProgress): its unfinished index is invalid
+ * too, and must be left to that build.
+ */
+async function indexesOf(db: AnyDb, table: string, concurrently: boolean): Promise<Set<string> | null> {
+  if (await indexBuildInProgress(db, table)) return null;
   const valid = new Set<string>();
   for (const row of await readIndexes(db, table)) {
     if (row.valid) valid.add(row.name);
@@ -187,10 +192,14 @@ async function unattachedParentIndexes(db: AnyDb, partition: string): Promise<{ 
   return r.rows;
 }
 
-/** Builds what a partition lacks: the parent's hot-path indexes (attached) and, once closed, the full search indexes. */
-async function indexPartition(db: AnyDb, p: AuditPartition, now: Date, concurrently: boolean): Promise<string[]> {
+/**
+ * Builds what a partition lacks: the parent's hot-path indexes (attached) and, once closed, the full search indexes.
+ * Null when it is left alone: another session is building an index on it.
+ */
+async function indexPartition(db: AnyDb, p: AuditPartition, now: Date, concurrently: boolean): Promise<string[] | null> {
   const built: string[] = [];
   const have = await indexesOf(db, p.name, concurrently);
+  if (have === null) return null;
   const create = async (name: string, tail: string, unique = false): Promise<void> => {
     const how = sql.raw(`create ${unique ? 'unique ' : ''}index ${concurrently ? 'concurrently ' : ''}if not exists`);
     await sql`${how} ${sql.id(name)} on ${sql.id(p.name)} ${sql.raw(tail)}`.execute(db);
@@ -246,9 +255,13 @@ export async function hasSealTimeOrder(db: AnyDb): Promise<boolean> {
   return (await readIndexes(db, 'audit_seals')).some((i) => i.name === SEAL_TIME_ORDER_INDEX && i.valid);
 }
 
-/** Builds the seals' time order if it is missing (migration 0024 leaves it here when the table is large); an invalid one is built again. */
-async function ensureSealTimeOrder(db: AnyDb, concurrently: boolean): Promise<boolean> {
+/**
+ * Builds the seals' time order if it is missing (migration 0024 leaves it here when the table is large); an invalid one
+ * is built again. Null when the seals table is left alone: another session is building an index on it.
+ */
+async function ensureSealTimeOrder(db: AnyDb, concurrently: boolean): Promise<boolean | null> {
   const have = await indexesOf(db, 'audit_seals', concurrently);
+  if (have === null) return null;
   if (have.has(SEAL_TIME_ORDER_INDEX)) return false;
   const how = sql.raw(`create index ${concurrently ? 'concurrently ' : ''}if not exists`);
   await sql`${how} ${sql.id(SEAL_TIME_ORDER_INDEX)} on audit_seals (${sql.raw(SEAL_TIME_ORDER_COLUMNS)})`.execute(db);
@@ -308,23 +321,24 @@ export async function maintainPartitions(db: AnyDb, opts: PartitionMaintenanceOp
       await sql`drop table if exists ${sql.id(p.name)}`.execute(db);
       dropped.push(p.name);
     } else {
-      if (await indexBuildInProgress(db, p.name)) busy.push(p.name);
-      else indexed.push(...(await indexPartition(db, p, now, concurrently)));
+      const built = await indexPartition(db, p, now, concurrently);
+      if (built === null) busy.push(p.name);
+      else indexed.push(...built);
       if (!closed(p, now)) summarized += await summarizeBrin(db, p.name);
     }
   }
   if (dropped.length > 0) await forgetSeals(db, (await listPartitions(db))[0]?.from ?? new Date(cutoff));
   const retired = await retireReplacedIndexes(db);
   const sealOrder = await ensureSealTimeOrder(db, concurrently);
-  return { created, dropped, indexed, busy, summarized, retired, sealOrder };
+  if (sealOrder === null) busy.push('audit_seals');
+  return { created, dropped, indexed, busy, summarized, retired, sealOrder: sealOrder === true };
 }
 
 /**
- * Whether a session is building an index on the table now. Its index is invalid until the build ends, which is what an
- * interrupted build leaves too: a second maintenance run (a replica's, or this worker's next while a large day's builds
- * are still going) would drop it and build it again, and the two runs would undo each other's work. Such a partition
- * is left to the run building on it. The progress view shows the table of another role's build only to a role allowed
- * to read its statistics (pg_read_all_stats); replicas of one deployment share the role.
+ * Whether another session is building an index on the table now (CREATE INDEX, REINDEX). Its index is invalid until
+ * the build ends, which is what an interrupted build leaves too: taken for one, it would be dropped and built again,
+ * undoing that session's work. The progress view shows the table of another role's build only to a role allowed to
+ * read its statistics (pg_read_all_stats).
  */
 async function indexBuildInProgress(db: AnyDb, table: string): Promise<boolean> {
   const { rows } = await sql<{ building: boolean }>`select exists (

@@ -5,7 +5,7 @@ import { sql } from 'kysely';
 import type { Kysely } from 'kysely';
 import { migrateTo, migrateToLatest } from '../../src/store/migrate.js';
 import { insertAuditEntries } from '../../src/audit/insert.js';
-import { CLOSED_PARTITION_INDEXES, listPartitions, maintainPartitions } from '../../src/audit/partitions.js';
+import { CLOSED_PARTITION_INDEXES, SEAL_TIME_ORDER_COLUMNS, SEAL_TIME_ORDER_INDEX, listPartitions, maintainPartitions } from '../../src/audit/partitions.js';
 import { getAuditEntry, searchAudit } from '../../src/audit/search.js';
 import type { AuditDatabase } from '../../src/audit/schema.js';
 import { createTestDatabase, type TestDatabase } from '../support/pg.js';
@@ -125,18 +125,22 @@ describe('migrations 0017 and 0022 on a store holding rows', () => {
     expect((await indexesOf(db, month))[`${month}_source_idx`]).toBe(true);
   });
 
-  it('leaves a partition alone while another session builds an index on it: its index is not dropped and built again', async () => {
-    const name = `${month}_channel_idx`;
+  /**
+   * Drops `name` and has another session build it again concurrently, held waiting by an open writing transaction on
+   * `table` (its index already made and invalid), then runs maintenance meanwhile. The writer ends after 3 s whatever
+   * happens, so a run that took the build for an interrupted one would wait for it, drop it and build it anew under
+   * another oid. Answers the run's result and the index's oid before and after.
+   */
+  async function maintainDuringBuild(table: string, name: string, columns: string) {
     await sql`drop index ${sql.id(name)}`.execute(db);
     const writer = new pg.Client({ connectionString: database.url });
     const builder = new pg.Client({ connectionString: database.url });
     await writer.connect();
     await builder.connect();
     try {
-      // An open writing transaction keeps a concurrent build waiting, its index already made and invalid.
       await writer.query('begin');
-      await writer.query(`lock table ${month} in row exclusive mode`);
-      const build = builder.query(`create index concurrently ${name} on ${month} (channel, ts desc, id desc)`);
+      await writer.query(`lock table ${table} in row exclusive mode`);
+      const build = builder.query(`create index concurrently ${name} on ${table} (${columns})`);
       let oid: number | undefined;
       for (let i = 0; i < 200 && oid === undefined; i += 1) {
         const { rows } = await sql<{ oid: number }>`select i.indexrelid::int8 as oid from pg_index i join pg_class c on c.oid = i.indexrelid
@@ -145,23 +149,35 @@ describe('migrations 0017 and 0022 on a store holding rows', () => {
         else await new Promise((r) => setTimeout(r, 25));
       }
       expect(oid).toBeDefined();
-      // Were the build taken for an interrupted one, the run would wait for it (and it for the writer) and then drop it:
-      // the writer ends after 3 s whatever happens, so such a run ends too, with the index built anew under another oid.
       const release = setTimeout(() => void writer.query('commit'), 3_000);
       const result = await maintainPartitions(db, { monthsAhead: 1, retentionDays: 36_500 });
       clearTimeout(release);
-      expect(result.busy).toEqual([month]);
-      expect(result.indexed).not.toContain(name);
       await writer.query('commit').catch(() => undefined);
       await build;
       const after = await sql<{ oid: number; valid: boolean }>`select i.indexrelid::int8 as oid, i.indisvalid as valid from pg_index i
           join pg_class c on c.oid = i.indexrelid where c.relname = ${name}`.execute(db);
-      expect(after.rows.map((r) => ({ oid: Number(r.oid), valid: r.valid }))).toEqual([{ oid, valid: true }]);
-      expect(await maintainPartitions(db, { monthsAhead: 1, retentionDays: 36_500 })).toMatchObject({ busy: [], indexed: [] });
+      return { result, oid, after: after.rows.map((r) => ({ oid: Number(r.oid), valid: r.valid })) };
     } finally {
       await writer.end();
       await builder.end();
     }
+  }
+
+  it('leaves a partition alone while another session builds an index on it: its index is not dropped and built again', async () => {
+    const name = `${month}_channel_idx`;
+    const { result, oid, after } = await maintainDuringBuild(month, name, 'channel, ts desc, id desc');
+    expect(result.busy).toEqual([month]);
+    expect(result.indexed).not.toContain(name);
+    expect(after).toEqual([{ oid, valid: true }]);
+    expect(await maintainPartitions(db, { monthsAhead: 1, retentionDays: 36_500 })).toMatchObject({ busy: [], indexed: [] });
+  });
+
+  it('leaves the seals table alone while another session builds an index on it', async () => {
+    const { result, oid, after } = await maintainDuringBuild('audit_seals', SEAL_TIME_ORDER_INDEX, SEAL_TIME_ORDER_COLUMNS);
+    expect(result.busy).toEqual(['audit_seals']);
+    expect(result.sealOrder).toBe(false);
+    expect(after).toEqual([{ oid, valid: true }]);
+    expect(await maintainPartitions(db, { monthsAhead: 1, retentionDays: 36_500 })).toMatchObject({ busy: [], sealOrder: false });
   });
 });
 
