@@ -19,12 +19,16 @@ function isMissingPartition(error: unknown): boolean {
 
 /**
  * What a COPY straight into a partition meets when the partition changed after it was looked up: gone (42P01), no
- * longer a table (42809), other bounds (23514), other columns (42703, 22P04), privileges revoked (42501), or detached
- * (22012, its guard). Any of them sends the batch through the parent, which answers for itself.
+ * longer a table (42809), other bounds (23514 naming no constraint: the partition constraint), other columns (42703,
+ * 22P04), privileges revoked (42501), or detached (22012, its guard). Any of them sends the batch through the parent,
+ * which answers for itself. A CHECK constraint's 23514 names the constraint: the rows themselves are refused, and the
+ * parent would route them into the same table and meet it again.
  */
 function isStaleTarget(error: unknown): boolean {
-  const code = (error as { code?: unknown })?.code;
-  return code === '42P01' || code === '42809' || code === '23514' || code === '42703' || code === '22P04' || code === '42501' || code === '22012';
+  const e = error as { code?: unknown; constraint?: unknown };
+  if (e?.code === '23514') return e.constraint === undefined;
+  const code = e?.code;
+  return code === '42P01' || code === '42809' || code === '42703' || code === '22P04' || code === '42501' || code === '22012';
 }
 
 /** SQLSTATE 23505: an entry of the batch is stored already (a retry of a batch whose first attempt committed late). */

@@ -218,6 +218,23 @@ describe('where a batch is copied', () => {
     expect((await sameMinute.targetFor(day.getTime(), day.getTime())).partition).toBeNull();
     await sql`drop table ${sql.id(name)}`.execute(db);
   });
+
+  it("rows a partition's own CHECK constraint refuses fail once: not taken for a stale partition and copied again through the parent", async () => {
+    const day = dayStart(new Date(Date.UTC(new Date().getUTCFullYear() + 9, 9, 10)));
+    const name = dayPartitionName(day);
+    expect(await createDayPartition(db, day)).toBe(true);
+    try {
+      await sql`alter table ${sql.id(name)} add constraint gh_no_ok_status check (status <> 200)`.execute(db);
+      const targets = new AuditCopyTargets(db);
+      const rec = recording(copyIn);
+      await expect(copySealed(db, rec.copyIn, entries('checked-', 3, day.getTime()), 10_000, new SealChain(), { targets }))
+        .rejects.toMatchObject({ code: '23514', constraint: 'gh_no_ok_status' });
+      expect(rec.statements).toEqual([[`copy public.${name} from stdin with (format binary)`]]);
+      expect((await countAuditLike(db, 'checked-')).total).toBe(0);
+    } finally {
+      await sql`drop table ${sql.id(name)}`.execute(db);
+    }
+  });
 });
 
 describe('where a batch is copied: what the catalog must say', () => {
