@@ -10,8 +10,7 @@ import { buildAdminApp } from '../admin/app.js';
 import { buildWireListener } from '../gateway/pgwire/index.js';
 import { Worker } from '../worker/worker.js';
 import { attachIngestion } from '../worker/ingestion.js';
-import { justAfterMidnight, maintainPartitions } from '../audit/partitions.js';
-import { whileHolding } from '../coord/index.js';
+import { auditPartitionsTask } from '../audit/maintenance-task.js';
 import { approvalSweepTask } from '../approvals/runtime.js';
 import { alertEvaluationTask } from '../alerts/runtime.js';
 import { catalogWorkerTask } from '../catalog/runtime.js';
@@ -42,10 +41,6 @@ interface Listener {
   key: string;
   close(): Promise<void>;
 }
-
-/** The coordination lock one worker holds while it maintains the audit partitions, and its lease (renewed while held). */
-const AUDIT_PARTITIONS_LOCK = 'audit-partitions';
-const AUDIT_PARTITIONS_LOCK_TTL_MS = 60_000;
 
 const envName = (key: string) => `SERVICE_${key.toUpperCase().replace('.', '__')}`;
 
@@ -122,26 +117,7 @@ export async function startService(loaded: LoadedConfig, role: ServiceRole, log:
     }
     if (role === 'all' || role === 'worker') {
       worker = new Worker(services);
-      const partitions = config.audit.partitions;
-      worker.addTask({
-        name: 'audit-partitions',
-        // Daily partitions get their search indexes soon after their day ends (docs/decisions/0024): every ten minutes, and
-        // seconds after each UTC midnight, so a day just closed is not searched without them for up to ten.
-        intervalMs: 600_000,
-        alsoAt: justAfterMidnight,
-        run: async () => {
-          // One worker at a time across replicas: every replica's run comes due at the same moment after midnight, and
-          // two CREATE INDEX CONCURRENTLY on one table can deadlock (40P01).
-          const held = await whileHolding(services.coord, AUDIT_PARTITIONS_LOCK, AUDIT_PARTITIONS_LOCK_TTL_MS, () =>
-            maintainPartitions(services.db, { monthsAhead: partitions.months_ahead, retentionDays: partitions.retention_days, now: new Date() }),
-          );
-          if (held.busy) return services.log.debug({ task: 'audit-partitions' }, 'another worker is maintaining the audit partitions');
-          const result = held.value;
-          // Index builds and the seals' time order (which audit verify reads by) are worth a line too: each can take minutes.
-          if (result.created.length + result.dropped.length + result.indexed.length + result.busy.length > 0 || result.retired || result.sealOrder) services.log.info(result, 'audit partitions maintained');
-        },
-        runAtStart: true,
-      });
+      worker.addTask(auditPartitionsTask(services));
       worker.addTask(approvalSweepTask(services));
       worker.addTask(alertEvaluationTask(services, worker.workerId));
       worker.addTask(catalogWorkerTask(services, worker.workerId));
