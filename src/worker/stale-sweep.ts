@@ -1,5 +1,6 @@
 // The stale sweep (spec §3, docs/ingestion.md "Stale workers"): one holder across replicas marks silent workers stale and takes back jobs whose lease lapsed, per the retry policy.
 import { sql } from 'kysely';
+import { whileHolding } from '../coord/index.js';
 import type { Services } from '../runtime/services.js';
 import { sweepStaleJobs, type SweepResult } from '../store/repos/ingestion-jobs.js';
 import type { Db } from '../store/repos/util.js';
@@ -32,20 +33,18 @@ export function staleSweepTask(services: Services): PeriodicTask {
     runAtStart: true,
     run: async () => {
       // One holder across replicas: a worker that cannot take the lock skips this round.
-      const lock = await coord.acquireLock(SWEEP_LOCK, Math.max(intervalMs * 2, 10_000));
-      if (!lock) return;
-      try {
-        const r = await sweepOnce(db, {
+      const held = await whileHolding(coord, SWEEP_LOCK, Math.max(intervalMs * 2, 10_000), () =>
+        sweepOnce(db, {
           staleAfterSeconds: config.worker.stale_after_seconds,
           maxRetries: config.ingestion.max_retries,
           backoffBaseSeconds: config.ingestion.retry_backoff_seconds,
           backoffMaxSeconds: config.ingestion.retry_backoff_max_seconds,
-        });
-        if (r.requeued + r.failed + r.markedStale > 0) {
-          log.warn({ requeued: r.requeued, failed: r.failed, workers_marked_stale: r.markedStale, by_worker: Object.fromEntries(r.byWorker) }, 'stale ingestion work taken back');
-        }
-      } finally {
-        await lock.release();
+        }),
+      );
+      if (held.busy) return;
+      const r = held.value;
+      if (r.requeued + r.failed + r.markedStale > 0) {
+        log.warn({ requeued: r.requeued, failed: r.failed, workers_marked_stale: r.markedStale, by_worker: Object.fromEntries(r.byWorker) }, 'stale ingestion work taken back');
       }
     },
   };
