@@ -120,13 +120,15 @@ export async function createDayPartition(db: AnyDb, day: Date): Promise<boolean>
     // Identifiers and bounds come from Date arithmetic, never from input.
     await sql`create table if not exists ${sql.id(name)} partition of audit_entries
       for values from (${sql.lit(from.toISOString())}) to (${sql.lit(to.toISOString())})`.execute(db);
-    return true;
   } catch (error) {
     // Another worker created it between the check and the statement (42P07), or a partition overlapping it (42P17).
     const code = (error as { code?: unknown }).code;
     if (code === '42P07' || code === '23505' || code === '42P17') return false;
     throw error;
   }
+  // Its BRIN index was built on no rows and still summarized its first range: rows start arriving there.
+  await unsummarizeFillingRange(db, name);
+  return true;
 }
 
 /** Creates the partitions that rows with these timestamps need (the writer's fallback when maintenance is late). */
@@ -269,16 +271,45 @@ async function ensureSealTimeOrder(db: AnyDb, concurrently: boolean): Promise<bo
 }
 
 /**
- * Summarizes the block ranges of a partition's BRIN indexes that have none yet, the range being filled included, and
- * answers how many it summarized. Until summarized, a range matches every search, so the hot partition's bloom
- * filters (docs/decisions/0024) only narrow a search once this or autovacuum's autosummarize (which needs autovacuum
- * on) has run. Takes SHARE UPDATE EXCLUSIVE: writes go on.
+ * The BRIN indexes of a partition, each with its pages per range (128 when not set), as a subquery over `partition`'s
+ * valid BRIN indexes: `idx` (regclass) and `ppr`.
+ */
+function brinIndexesOf(partition: string) {
+  return sql`(select i.indexrelid::regclass as idx,
+        coalesce((select o.option_value::int from pg_options_to_table(c.reloptions) o where o.option_name = 'pages_per_range'), 128) as ppr
+      from pg_index i join pg_class c on c.oid = i.indexrelid join pg_am a on a.oid = c.relam
+     where i.indrelid = ${partition}::regclass and a.amname = 'brin' and i.indisvalid)`;
+}
+
+/**
+ * Summarizes the full block ranges of a partition's BRIN indexes that have no summary yet, and answers how many it
+ * summarized; then takes the summary off the range being filled, if it has one. Until summarized, a range matches
+ * every search, so the hot partition's bloom filters (docs/decisions/0024) only narrow a search once this or
+ * autovacuum's autosummarize (which needs autovacuum on) has run. The range being filled is left unsummarized: an
+ * insert into a summarized range adds its values to the range's bloom filters and writes the whole summary again
+ * (formed, compressed and WAL-logged: ≈ 75 µs of PostgreSQL CPU per row instead of ≈ 0.3), so summarizing it would
+ * make each of its next rows, up to a range's worth (32 pages), pay that after every maintenance run; unsummarized,
+ * a search reads its pages (at most 32) instead (docs/decisions/0024, "The range being filled"). Takes SHARE UPDATE
+ * EXCLUSIVE: writes go on.
  */
 async function summarizeBrin(db: AnyDb, partition: string): Promise<number> {
-  const r = await sql<{ n: number }>`select coalesce(sum(brin_summarize_new_values(i.indexrelid::regclass)), 0)::int as n
-      from pg_index i join pg_class c on c.oid = i.indexrelid join pg_am a on a.oid = c.relam
-     where i.indrelid = ${partition}::regclass and a.amname = 'brin' and i.indisvalid`.execute(db);
+  // A range is full once the table has grown past its last page; the table only grows while rows arrive.
+  const r = await sql<{ n: number }>`select coalesce(sum(brin_summarize_range(b.idx, r.n * b.ppr)), 0)::int as n
+      from ${brinIndexesOf(partition)} b
+     cross join lateral generate_series(0::bigint, pg_relation_size(${partition}::regclass) / current_setting('block_size')::bigint / b.ppr - 1) as r(n)`.execute(db);
+  await unsummarizeFillingRange(db, partition);
   return r.rows[0]?.n ?? 0;
+}
+
+/**
+ * Takes the summary off the block range of a partition's BRIN indexes that rows are being added to (the range after
+ * the last full one), if it has one: a range summarized while filling makes every row inserted into it rewrite its
+ * summary (summarizeBrin). CREATE INDEX summarizes that range even on an empty table, so a new partition starts with
+ * its first range summarized; this takes it off. A no-op for a range without a summary.
+ */
+async function unsummarizeFillingRange(db: AnyDb, partition: string): Promise<void> {
+  await sql`select brin_desummarize_range(b.idx, pg_relation_size(${partition}::regclass) / current_setting('block_size')::bigint / b.ppr * b.ppr)
+      from ${brinIndexesOf(partition)} b`.execute(db);
 }
 
 /**

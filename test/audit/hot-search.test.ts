@@ -3,7 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { sql } from 'kysely';
 import type { Kysely } from 'kysely';
 import { insertAuditEntries } from '../../src/audit/insert.js';
-import { dayPartitionName, dayStart, maintainPartitions } from '../../src/audit/partitions.js';
+import { createDayPartition, dayPartitionName, dayStart, maintainPartitions } from '../../src/audit/partitions.js';
 import { HOT_PROBE_ROWS, searchAudit, type AuditFilters } from '../../src/audit/search.js';
 import type { AuditDatabase } from '../../src/audit/schema.js';
 import type { AuditEntry } from '../../src/audit/entry.js';
@@ -72,6 +72,48 @@ describe('partition maintenance and the hot partition BRIN index', () => {
     expect(after).toBeLessThanOrEqual(64);
     expect(after).toBeLessThan(before / 4);
     expect((await maintainPartitions(db, { monthsAhead: 1, retentionDays: 36_500 })).summarized).toBe(0);
+  });
+});
+
+describe('the BRIN range being filled stays unsummarized (docs/decisions/0024, "The range being filled")', () => {
+  /** A partition's BRIN index, its pages per range, and the first page of the range rows are being added to. */
+  async function brinOf(partition: string): Promise<{ idx: string; ppr: number; filling: number }> {
+    const r = await sql<{ idx: string; ppr: number; pages: number }>`select c.relname as idx,
+        coalesce((select o.option_value::int from pg_options_to_table(c.reloptions) o where o.option_name = 'pages_per_range'), 128) as ppr,
+        (pg_relation_size(${partition}::regclass) / current_setting('block_size')::bigint)::int as pages
+      from pg_index i join pg_class c on c.oid = i.indexrelid join pg_am a on a.oid = c.relam
+     where i.indrelid = ${partition}::regclass and a.amname = 'brin'`.execute(db);
+    expect(r.rows).toHaveLength(1);
+    const { idx, ppr, pages } = r.rows[0]!;
+    return { idx, ppr, filling: Math.floor(pages / ppr) * ppr };
+  }
+
+  /** Whether the range at `block` had no summary: brin_summarize_range summarizes it then, and answers 1. */
+  async function hadNoSummary(idx: string, block: number): Promise<boolean> {
+    const r = await sql<{ n: number }>`select brin_summarize_range(${idx}::regclass, ${block}::bigint)::int as n`.execute(db);
+    return r.rows[0]!.n === 1;
+  }
+
+  it('a new partition starts with no summarized range (CREATE INDEX summarizes the first range of an empty table)', async () => {
+    const day = new Date(today + 9 * 86_400_000);
+    expect(await createDayPartition(db, day)).toBe(true);
+    // A range past the table's last page is never summarized: one row gives the range a page.
+    await insertAuditEntries(db, [makeEntry({ ts: new Date(day.getTime() + 60_000).toISOString(), request_id: 'day-9' })]);
+    const { idx, filling } = await brinOf(dayPartitionName(day));
+    expect(filling).toBe(0);
+    expect(await hadNoSummary(idx, 0)).toBe(true);
+  });
+
+  it('maintenance summarizes every full range of the hot partition and leaves the one being filled without a summary', async () => {
+    await maintainPartitions(db, { monthsAhead: 1, retentionDays: 36_500 });
+    const { idx, ppr, filling } = await brinOf(hot);
+    expect(filling).toBeGreaterThanOrEqual(2 * ppr);
+    for (let block = 0; block < filling; block += ppr) expect(await hadNoSummary(idx, block)).toBe(false);
+    expect(await hadNoSummary(idx, filling)).toBe(true);
+    // Summarized by the probe above, the range being filled loses its summary again at the next run.
+    await maintainPartitions(db, { monthsAhead: 1, retentionDays: 36_500 });
+    expect(await hadNoSummary(idx, filling)).toBe(true);
+    await sql`select brin_desummarize_range(${idx}::regclass, ${filling}::bigint)`.execute(db);
   });
 });
 
