@@ -292,7 +292,7 @@ function brinIndexesOf(partition: string) {
  * a search reads its pages (at most 32) instead (docs/decisions/0024, "The range being filled"). Takes SHARE UPDATE
  * EXCLUSIVE: writes go on.
  */
-async function summarizeBrin(db: AnyDb, partition: string): Promise<number> {
+export async function summarizeBrin(db: AnyDb, partition: string): Promise<number> {
   // A range is full once the table has grown past its last page; the table only grows while rows arrive.
   const r = await sql<{ n: number }>`select coalesce(sum(brin_summarize_range(b.idx, r.n * b.ppr)), 0)::int as n
       from ${brinIndexesOf(partition)} b
