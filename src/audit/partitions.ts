@@ -118,7 +118,7 @@ export async function createDayPartition(db: AnyDb, day: Date): Promise<boolean>
   if ((await exists(db, name)) || (await exists(db, partitionName(from)))) return false;
   try {
     // Identifiers and bounds come from Date arithmetic, never from input.
-    await sql`create table if not exists ${sql.id(name)} partition of audit_entries
+    await sql`create table ${sql.id(name)} partition of audit_entries
       for values from (${sql.lit(from.toISOString())}) to (${sql.lit(to.toISOString())})`.execute(db);
   } catch (error) {
     // Another worker created it between the check and the statement (42P07), or a partition overlapping it (42P17).
@@ -126,8 +126,9 @@ export async function createDayPartition(db: AnyDb, day: Date): Promise<boolean>
     if (code === '42P07' || code === '23505' || code === '42P17') return false;
     throw error;
   }
-  // Its BRIN index was built on no rows and still summarized its first range: rows start arriving there.
-  await unsummarizeFillingRanges(db, name);
+  // Its BRIN index was built on no rows and still summarized its first range, where rows start arriving. Best effort:
+  // the partition is there for the writer either way, and maintenance takes the summary off at its next run.
+  await unsummarizeFillingRange(db, name).catch(() => undefined);
   return true;
 }
 
@@ -278,51 +279,44 @@ function brinIndexesOf(partition: string) {
   return sql`(select i.indexrelid::regclass as idx,
         coalesce((select o.option_value::int from pg_options_to_table(c.reloptions) o where o.option_name = 'pages_per_range'), 128) as ppr
       from pg_index i join pg_class c on c.oid = i.indexrelid join pg_am a on a.oid = c.relam
-     where i.indrelid = ${partition}::regclass and a.amname = 'brin' and i.indisvalid)`;
+     where i.indrelid = ${partition}::regclass and c.relkind = 'i' and a.amname = 'brin' and i.indisvalid)`;
 }
 
 /**
- * The last pages of a partition that rows may still be added to, besides its last page: PostgreSQL extends a table
- * ahead of its writers, empty pages that inserts fill later (up to 64 at a time for a bulk insert from PostgreSQL 16,
- * 20 per waiting writer in 15), so the pages before the last are not all full yet while several writers store.
+ * The ranges of `partition`'s BRIN indexes as rows (`idx`, `block`: a range's first page): the full ranges, wholly
+ * before the table's end (`full`), or the range rows are being added to, the one holding the table's end (the first
+ * range of an empty table).
  */
-export const FILLING_PAGES = 64;
-
-/**
- * The ranges of `partition`'s BRIN indexes as rows (`idx`, `block`: a range's first page): `settled`, the ranges wholly
- * before its last FILLING_PAGES pages; otherwise the ranges from there on, the one past its last page included.
- */
-function brinRanges(partition: string, settled: boolean) {
+function brinRanges(partition: string, full: boolean) {
   const pages = sql`pg_relation_size(${partition}::regclass) / current_setting('block_size')::bigint`;
-  const before = sql`greatest(${pages} - ${FILLING_PAGES}, 0) / b.ppr`;
-  const series = settled ? sql`generate_series(0::bigint, ${before} - 1)` : sql`generate_series(${before}, ${pages} / b.ppr)`;
+  const series = full ? sql`generate_series(0::bigint, ${pages} / b.ppr - 1)` : sql`generate_series(${pages} / b.ppr, ${pages} / b.ppr)`;
   return sql`(select b.idx, r.n * b.ppr as block from ${brinIndexesOf(partition)} b cross join lateral ${series} as r(n))`;
 }
 
 /**
- * Summarizes the settled block ranges of a partition's BRIN indexes that have no summary yet, and answers how many it
- * summarized; then takes the summary off the ranges rows are still being added to, where one has it. Until
+ * Summarizes the full block ranges of a partition's BRIN indexes that have no summary yet, as VACUUM does, and
+ * answers how many it summarized; then takes the summary off the range being filled, if it has one. Until
  * summarized, a range matches every search, so the hot partition's bloom filters (docs/decisions/0024) only narrow a
- * search once this or autovacuum's autosummarize (which needs autovacuum on) has run. The ranges being filled are
- * left unsummarized: an insert into a summarized range adds its values to the range's bloom filters and writes the
- * whole summary again (formed, compressed and WAL-logged: ≈ 25–75 µs of PostgreSQL CPU per row instead of ≈ 0.3), so
- * summarizing them would make each of their next rows, up to a few ranges' worth, pay that after every maintenance
- * run; unsummarized, a search reads their pages (under 100 at 32 pages per range) instead (docs/decisions/0024, "The
- * range being filled"). Takes SHARE UPDATE EXCLUSIVE: writes go on.
+ * search once this or autovacuum (its autosummarize, and VACUUM) has run. The range being filled is left
+ * unsummarized: an insert into a summarized range adds its values to the range's bloom filters and writes the whole
+ * summary again (formed, compressed and WAL-logged: ≈ 25–75 µs of PostgreSQL CPU per row instead of ≈ 0.3), so
+ * summarizing it would make each of its next rows, up to a range's worth (32 pages), pay that after every maintenance
+ * run; unsummarized, a search reads its pages instead (docs/decisions/0024, "The range being filled"). Takes SHARE
+ * UPDATE EXCLUSIVE on the partition for each call: writes go on.
  */
 export async function summarizeBrin(db: AnyDb, partition: string): Promise<number> {
   const r = await sql<{ n: number }>`select coalesce(sum(brin_summarize_range(idx, block)), 0)::int as n from ${brinRanges(partition, true)} s`.execute(db);
-  await unsummarizeFillingRanges(db, partition);
+  await unsummarizeFillingRange(db, partition);
   return r.rows[0]?.n ?? 0;
 }
 
 /**
- * Takes the summary off the block ranges of a partition's BRIN indexes that rows are still being added to, where one
- * has it: a range summarized while filling makes every row inserted into it rewrite its summary (summarizeBrin).
- * CREATE INDEX summarizes the first range even of an empty table, so a new partition starts with that range
- * summarized; this takes it off. A no-op for a range without a summary.
+ * Takes the summary off the block range of a partition's BRIN indexes that rows are being added to, if it has one: a
+ * range summarized while filling makes every row inserted into it rewrite its summary (summarizeBrin). CREATE INDEX
+ * summarizes the first range even of an empty table, so a new partition starts with that range summarized; this
+ * takes it off. A no-op for a range without a summary.
  */
-async function unsummarizeFillingRanges(db: AnyDb, partition: string): Promise<void> {
+async function unsummarizeFillingRange(db: AnyDb, partition: string): Promise<void> {
   await sql`select brin_desummarize_range(idx, block) from ${brinRanges(partition, false)} s`.execute(db);
 }
 
