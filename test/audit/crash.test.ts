@@ -1,6 +1,5 @@
 // Crash test (docs/audit.md "The 'exactly once' guarantees"): a process spools entries while PostgreSQL is unreachable and is SIGKILLed; a restarted writer delivers every entry once.
 import { spawn } from 'node:child_process';
-import net from 'node:net';
 import path from 'node:path';
 import { readdir } from 'node:fs/promises';
 import { fileURLToPath } from 'node:url';
@@ -10,6 +9,7 @@ import { AuditWriter } from '../../src/audit/writer.js';
 import { withMigratedStore, type MigratedStore } from '../support/pg.js';
 import { auditConfig, makeEntry, recordingLogger, tempSpoolDir, waitFor } from './support.js';
 import { insertAuditEntries } from '../../src/audit/insert.js';
+import { freePort } from '../support/ports.js';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const root = path.resolve(here, '../..');
@@ -21,14 +21,6 @@ beforeAll(async () => {
 afterAll(async () => {
   await migrated?.cleanup();
 });
-
-async function freePort(): Promise<number> {
-  const server = net.createServer();
-  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-  const port = (server.address() as net.AddressInfo).port;
-  await new Promise<void>((r) => server.close(() => r()));
-  return port;
-}
 
 /** Runs the child until it has reported `count` durable entries, then SIGKILLs it. */
 async function spoolInChildAndKill(spoolDir: string, count: number): Promise<string[]> {

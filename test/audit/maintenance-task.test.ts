@@ -1,5 +1,4 @@
 // The worker's partition maintenance task: it maintains under the coordination lock, skips a run while another worker holds the lock, and still maintains (without the lock) when the coordination store is down.
-import { createServer } from 'node:net';
 import { sql } from 'kysely';
 import { describe, expect, it } from 'vitest';
 import { AUDIT_PARTITIONS_LOCK, auditPartitionsTask } from '../../src/audit/maintenance-task.js';
@@ -8,6 +7,7 @@ import { MemoryCoordination, RedisCoordination, type Coordination } from '../../
 import type { Services } from '../../src/runtime/services.js';
 import { type MigratedStore } from '../support/pg.js';
 import { migratedStoreForFile } from './support.js';
+import { freePort } from '../support/ports.js';
 
 let migrated: MigratedStore;
 migratedStoreForFile((m) => {
@@ -30,15 +30,6 @@ function taskWith(coord: Coordination, log = recordingLog()) {
 
 async function hasTomorrow(): Promise<boolean> {
   return (await listPartitions(migrated.store.db)).some((p) => p.name === tomorrow);
-}
-
-async function closedPort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const address = server.address();
-  await new Promise<void>((resolve) => server.close(() => resolve()));
-  if (address === null || typeof address === 'string') throw new Error('no port');
-  return address.port;
 }
 
 describe('audit partitions task', () => {
@@ -67,7 +58,7 @@ describe('audit partitions task', () => {
   });
 
   it('maintains without the lock when the coordination store is unavailable, and says so', async () => {
-    const coord = new RedisCoordination({ url: `redis://127.0.0.1:${await closedPort()}`, keyPrefix: 'gh:test:maintenance:' });
+    const coord = new RedisCoordination({ url: `redis://127.0.0.1:${await freePort()}`, keyPrefix: 'gh:test:maintenance:' });
     try {
       await sql`drop table ${sql.id(tomorrow)}`.execute(migrated.store.db);
       const { task, log } = taskWith(coord);

@@ -1,5 +1,4 @@
 // The Redis adapter against the coordination contract on the real Redis at 127.0.0.1:6379, plus Redis-only behaviour.
-import { createServer } from 'node:net';
 import { Redis } from 'ioredis';
 import { RateLimiterRedis } from 'rate-limiter-flexible';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -7,6 +6,7 @@ import { RedisCoordination, createCoordination, describeRedisTarget } from '../.
 import type { CoordinationLogger } from '../../src/coord/index.js';
 import { coordinationContract, uniquePrefixBase, waitFor } from './contract.js';
 import { deleteKeysByPrefix } from '../support/redis.js';
+import { freePort } from '../support/ports.js';
 
 const REDIS_URL = 'redis://127.0.0.1:6379';
 
@@ -31,15 +31,6 @@ function recordingLogger(): CoordinationLogger & { lines: string[] } {
     lines.push(JSON.stringify({ level, msg, ...obj }, (_k, v: unknown) => (v instanceof Error ? { ...v, message: v.message } : v)));
   };
   return { lines, info: record('info'), warn: record('warn'), error: record('error'), debug: record('debug') };
-}
-
-async function closedPort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const address = server.address();
-  await new Promise<void>((resolve) => server.close(() => resolve()));
-  if (address === null || typeof address === 'string') throw new Error('no port');
-  return address.port;
 }
 
 describe('redis coordination specifics', () => {
@@ -116,7 +107,7 @@ describe('redis coordination specifics', () => {
   });
 
   it('an unreachable Redis fails fast with COORD_UNAVAILABLE and never logs the password', async () => {
-    const port = await closedPort();
+    const port = await freePort();
     const logger = recordingLogger();
     const coord = new RedisCoordination({ url: `redis://user:hunter2-secret@127.0.0.1:${port}/2`, keyPrefix: `${filePrefix}down:`, logger });
     try {

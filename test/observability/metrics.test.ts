@@ -1,23 +1,15 @@
 // GET /metrics scraped by a real Prometheus server (Debian's), with its authentication; and with observability.otlp_endpoint unset nothing is exported and no SDK runs.
 import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { startWorld, type World } from '../support/world.js';
 import { startUpstream, type TestUpstream } from '../egress/upstream-server.js';
 import { startOtlpReceiver, type OtlpReceiver } from '../support/otlp-receiver.js';
+import { freePort } from '../support/ports.js';
 
 const SOURCE = 'metrics_http';
-
-async function freePort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', () => resolve()));
-  const port = (server.address() as { port: number }).port;
-  await new Promise<void>((resolve) => server.close(() => resolve()));
-  return port;
-}
 
 function sample(text: string, name: string, labels: Record<string, string>): number | null {
   for (const line of text.split('\n')) {

@@ -1,22 +1,11 @@
 // The admin single sign-on in a real browser (Playwright + Debian chromium): the sign-in page's button → the provider's login and consent pages → the callback → the overview, signed in with local ∪ group roles.
-import { createServer } from 'node:net';
 import { afterAll, beforeAll, expect, test } from 'vitest';
 import type { Browser } from 'playwright-core';
 import { launchBrowser, openPage } from '../console/support/browser.js';
 import { startWorld, type World } from '../support/world.js';
 import { TestProvider } from '../support/oidc-provider.js';
 import { ADMIN_CLIENT, oidcEnv } from './support.js';
-
-async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const s = createServer();
-    s.once('error', reject);
-    s.listen(0, '127.0.0.1', () => {
-      const { port } = s.address() as { port: number };
-      s.close(() => resolve(port));
-    });
-  });
-}
+import { freePort } from '../support/ports.js';
 
 let provider: TestProvider;
 let world: World;

@@ -1,5 +1,4 @@
 // MCP authorization (spec §5.4, RFC 9728, MCP "Authorization"): with agent JWTs on, an unauthenticated /mcp answers 401 with WWW-Authenticate naming the protected resource metadata; the MCP SDK's own client OAuth (an OAuthClientProvider on its transport: discovery, dynamic registration, authorization code with PKCE, finishAuth) signs in at the real provider by itself and calls a tool; an unmapped user's token is refused.
-import net from 'node:net';
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { decodeJwt } from 'jose';
@@ -17,6 +16,7 @@ import { startWorld, type World } from '../support/world.js';
 import { TestProvider } from '../support/oidc-provider.js';
 import { startUpstream, type TestUpstream } from '../egress/upstream-server.js';
 import { CookieBrowser, oidcEnv, signInAtProvider } from './support.js';
+import { freePort } from '../support/ports.js';
 
 const AGENT = { client_id: 'mcp-agent', client_secret: 'mcp-agent-secret-00000000001' };
 /** The person who signs the SDK client in at the provider (devInteractions: the login is the subject). */
@@ -29,15 +29,6 @@ let upstream: TestUpstream;
 /** The MCP URL, and so the resource agent JWTs are issued for: the SDK accepts a resource only at or above the URL it connects to. */
 let mcpUrl: URL;
 let audience: string;
-
-/** A free loopback port, so the gateway's own URL can be its agent_audience before it starts. */
-async function freePort(): Promise<number> {
-  const server = net.createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as net.AddressInfo;
-  await new Promise<void>((resolve) => server.close(() => resolve()));
-  return port;
-}
 
 beforeAll(async () => {
   const port = await freePort();

@@ -7,6 +7,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { ROOT } from '../support/cli.js';
+import { freePort } from '../support/ports.js';
 
 const SCRIPT = path.join(ROOT, 'scripts', 'test-setup.sh');
 const cleanups: Array<() => Promise<void>> = [];
@@ -42,15 +43,6 @@ async function pathWithout(names: string[]): Promise<string> {
   return dir;
 }
 
-/** A loopback port with nothing listening on it. */
-async function closedPort(): Promise<number> {
-  const s = net.createServer();
-  await new Promise<void>((r) => s.listen(0, '127.0.0.1', () => r()));
-  const port = (s.address() as net.AddressInfo).port;
-  await new Promise((r) => s.close(r));
-  return port;
-}
-
 describe('scripts/test-setup.sh --check', () => {
   it('on this machine: every requirement ok, "ready", exit 0', async () => {
     const r = await run(['--check']);
@@ -72,7 +64,7 @@ describe('scripts/test-setup.sh --check', () => {
   });
 
   it('reports what is missing and ends with one line saying what to run; it starts and installs nothing', async () => {
-    const [pgPort, redisPort] = [await closedPort(), await closedPort()];
+    const [pgPort, redisPort] = [await freePort(), await freePort()];
     const PATH = await pathWithout(['psql', 'pgbench', 'pg_isready', 'jq']);
     const r = await run(['--check'], { PATH, GATEHOUSE_TEST_PG_PORT: String(pgPort), GATEHOUSE_TEST_REDIS_PORT: String(redisPort) });
     expect(r.code).toBe(1);
@@ -93,7 +85,7 @@ describe('scripts/test-setup.sh --check', () => {
 
   it('without --check and without root, a missing requirement is one line naming what to run, and exit 1', async () => {
     if (process.getuid?.() !== 0) return expect(process.getuid?.()).not.toBe(0);
-    const port = await closedPort();
+    const port = await freePort();
     // setpriv drops to nobody: the ensure mode must then not try to start or install anything.
     const r = await run([], { GATEHOUSE_TEST_REDIS_PORT: String(port) }, ['/usr/bin/setpriv', '--reuid=nobody', '--regid=nogroup', '--clear-groups']);
     expect(r.code).toBe(1);

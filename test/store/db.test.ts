@@ -12,6 +12,7 @@ import type { ControlStore, ControlStoreOptions } from '../../src/store/db.js';
 import { StoreUnavailableError } from '../../src/store/errors.js';
 import { createTempDir, createTestDatabase } from '../support/pg.js';
 import type { TestDatabase } from '../support/pg.js';
+import { freePort } from '../support/ports.js';
 
 const PASSWORD = 'Sup3r-S3cret-Pa55word';
 
@@ -37,17 +38,9 @@ async function openFailure(opts: ControlStoreOptions): Promise<{ error: StoreUna
   return { error: typed, ms: performance.now() - started };
 }
 
-async function closedPort(): Promise<number> {
-  const server = net.createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as net.AddressInfo;
-  await new Promise<void>((resolve) => server.close(() => resolve()));
-  return port;
-}
-
 describe('openControlStore (PostgreSQL) failures', () => {
   it('fails fast on a closed port with StoreUnavailableError and no password in the message', async () => {
-    const port = await closedPort();
+    const port = await freePort();
     const { error, ms } = await openFailure(options(`postgres://postgres:${PASSWORD}@127.0.0.1:${port}/control`));
     expect(error.reason).toBe('refused');
     expect(error.message).toContain(`127.0.0.1:${port}/control`);

@@ -5,7 +5,8 @@ import { chownSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pg from 'pg';
-import { freePort, runAs } from './pg-server.js';
+import { runAs } from './pg-server.js';
+import { freePort } from './ports.js';
 
 export interface PgBouncerHandle {
   readonly port: number;

@@ -5,7 +5,8 @@ import { rmSync, writeFileSync } from 'node:fs';
 import net from 'node:net';
 import { join } from 'node:path';
 import { Redis } from 'ioredis';
-import { freePort, killRedis, launchRedis } from './redis-server.js';
+import { killRedis, launchRedis } from './redis-server.js';
+import { freePort } from './ports.js';
 import { sleep } from './wait.js';
 
 interface Node {

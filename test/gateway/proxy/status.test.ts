@@ -1,7 +1,8 @@
 // The proxy status contract of spec §7 through the real route, one test per status, against real loopback upstreams; every answer has exactly one audit entry.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startWorld, type Answer, type World } from '../../support/world.js';
-import { closedPort, oneAuditEntry, sendJson, startRecordingUpstream, type RecordingUpstream } from './support.js';
+import { oneAuditEntry, sendJson, startRecordingUpstream, type RecordingUpstream } from './support.js';
+import { freePort } from '../../support/ports.js';
 
 const TOKEN = 'upstream-secret-token-7f3a';
 let world: World;
@@ -22,7 +23,7 @@ beforeAll(async () => {
     '/api/big': (_q, res) => sendJson(res, 200, { blob: 'x'.repeat(4096) }),
     '/api/boom': (_q, res) => sendJson(res, 500, { trace: 'internal stack at db-7.corp:5432' }),
   });
-  deadPort = await closedPort();
+  deadPort = await freePort();
   world = await startWorld({
     privateSources: ['up', 'dead', 'flaky'],
     env: {

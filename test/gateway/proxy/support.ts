@@ -60,15 +60,6 @@ export async function startRecordingUpstream(routes: Record<string, Handler> = {
 
 export { json as sendJson };
 
-/** A loopback port with nothing listening (bound, then released). */
-export async function closedPort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', () => resolve()));
-  const port = (server.address() as AddressInfo).port;
-  await new Promise<void>((resolve) => server.close(() => resolve()));
-  return port;
-}
-
 export interface AuditRow {
   request_id: string;
   channel: string;
