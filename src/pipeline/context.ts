@@ -189,13 +189,22 @@ export interface CatalogPort {
   get(sourceId: string): Promise<CatalogClassifications>;
 }
 
+/** The identity's grants and roles on one source (PipelineDeps.roleContext). */
+export interface RoleContext {
+  grants: readonly Grant[];
+  roles: readonly SourceRole[];
+}
+
 export interface PipelineDeps {
   readonly config: Readonly<Config>;
   readonly log: Logger;
   authenticate(authorization: string | undefined): Promise<AgentIdentity>;
   lookupSource(sourceId: string): RegisteredSource | undefined;
-  /** Grants and roles of the identity on the source; callers may cache by grant version. */
-  roleContext(identity: AgentIdentity, sourceId: string): Promise<{ grants: readonly Grant[]; roles: readonly SourceRole[] }>;
+  /**
+   * Grants and roles of the identity on the source; callers may cache by grant version. A cached answer comes at once,
+   * not as a promise, so a statement decided from the wire's memo waits for nothing (docs/decisions/0029).
+   */
+  roleContext(identity: AgentIdentity, sourceId: string): RoleContext | Promise<RoleContext>;
   policies(): CompiledPolicySet;
   readonly rateLimiter: RateLimiter;
   readonly sql: SqlClassifier;
@@ -207,7 +216,7 @@ export interface PipelineDeps {
    * What a SQL source's own catalog says of the allowlisted calls (connectors/postgres-calls.ts), cached per source.
    * Absent (the policy dry-run, tests of the pure stages), the built-in allowlist alone decides.
    */
-  callTrust?(source: RegisteredSource): Promise<CallTrust>;
+  callTrust?(source: RegisteredSource): CallTrust | Promise<CallTrust>;
   /** Called after a statement that may change the source's functions, operators or types was allowed. */
   callCatalogChanged?(sourceId: string): void;
   /** Measures SQL writes before they run; absent, every row-writing statement is unmeasured and queues (fail closed). */

@@ -8,7 +8,7 @@ import { compileColumnGlobs } from '../governance/policy/glob.js';
 import { liveCatalogFacts, operationClassifications } from '../catalog/governance.js';
 import { approvalVerdict, assessRisk, grownSinceApproval, needsWriteEstimate } from '../governance/risk.js';
 import { checkProxyPath, placeUnderBase } from '../governance/http-path.js';
-import type { GovernedRequest, PipelineDeps, Stage } from './context.js';
+import type { GovernedRequest, PipelineDeps, RoleContext, Stage } from './context.js';
 import { isWriteOperation } from './context.js';
 import { refuseUncallable, untrustedCalls } from './calls.js';
 import { AUDIT_ARRAY_MAX, boundedAuditText } from '../audit/entry.js';
@@ -154,9 +154,7 @@ interface HttpRoleVerdict {
  */
 const httpRoleVerdicts = new DecisionMemo<HttpRoleVerdict>();
 
-type RoleContextOf = Awaited<ReturnType<PipelineDeps['roleContext']>>;
-
-function httpRoleVerdict(ctx: RoleContextOf, identityId: number, sourceId: string, method: string, target: NonNullable<GovernedRequest['httpTarget']>): HttpRoleVerdict {
+function httpRoleVerdict(ctx: RoleContext, identityId: number, sourceId: string, method: string, target: NonNullable<GovernedRequest['httpTarget']>): HttpRoleVerdict {
   const now = Date.now();
   const key = target.deeperPaths.length === 0 ? `${method} ${target.path}` : `${method} ${target.path}\u0000${target.deeperPaths.join('\u0000')}`;
   const known = httpRoleVerdicts.get(ctx, key);

@@ -2,7 +2,6 @@
 import { ttlCache } from '../util/ttl-cache.js';
 import { initSqlParser, SqlClassifier } from '../governance/sql/index.js';
 import { createPiiScanner, piiOptionsFromConfig, type PiiScanner } from '../governance/pii/index.js';
-import type { Grant, SourceRole } from '../governance/source-roles.js';
 import { RateLimiter } from '../ratelimit/limiter.js';
 import { createEgressDispatcher, type EgressDispatcher } from '../egress/agent.js';
 import { CircuitRegistry } from '../egress/circuit.js';
@@ -21,7 +20,7 @@ import type * as PostgresRuntimeModule from '../connectors/postgres-runtime.js';
 import { perServices, type Services } from './services.js';
 import { loadPostgresStructure, SourceStructures } from '../connectors/postgres-structure.js';
 import { catalogEventsFor, catalogGovernanceFor } from '../catalog/runtime.js';
-import type { WriteEffectPort } from '../pipeline/context.js';
+import type { RoleContext, WriteEffectPort } from '../pipeline/context.js';
 
 export interface GovernanceRuntime {
   readonly pii: PiiScanner;
@@ -36,20 +35,20 @@ export interface GovernanceRuntime {
   readonly deps: HttpPipelineDeps;
 }
 
-type RoleContext = { grants: readonly Grant[]; roles: readonly SourceRole[] };
 
 /** Role contexts by identity, source and grant version: any grant or role change advances the version, so a cached context is never stale. */
-function cachedRoleContexts(services: Services): (identity: AgentIdentity, sourceId: string) => Promise<RoleContext> {
+function cachedRoleContexts(services: Services): (identity: AgentIdentity, sourceId: string) => RoleContext | Promise<RoleContext> {
   const cache = ttlCache<string, RoleContext>({ max: 10_000, ttl: 30_000 });
-  return async (identity, sourceId) => {
-    const key = `${identity.id}\u0000${sourceId}\u0000${identity.grant_version}`;
-    const hit = cache.get(key);
-    if (hit) return hit;
+  const load = async (identity: AgentIdentity, sourceId: string, key: string): Promise<RoleContext> => {
     const loaded = await loadSourceRoleContext(services.db, identity.id, sourceId);
     const ctx: RoleContext = loaded ? { grants: loaded.grants, roles: loaded.roles } : { grants: [], roles: [] };
     // Only cache what was read at the version the request carries; a newer read says the identity's key session is behind.
     if (!loaded || loaded.grant_version === identity.grant_version) cache.set(key, ctx);
     return ctx;
+  };
+  return (identity, sourceId) => {
+    const key = `${identity.id}\u0000${sourceId}\u0000${identity.grant_version}`;
+    return cache.get(key) ?? load(identity, sourceId, key);
   };
 }
 
@@ -156,7 +155,7 @@ async function createGovernanceRuntime(services: Services): Promise<GovernanceRu
     cache,
     resolveSecretRef: (ref) => services.resolveSecretRef(ref),
     // Read through the process's shared upstream pools, built after this runtime (they need its egress check).
-    callTrust: (source) => callTrust.get(source),
+    callTrust: (source) => callTrust.current(source) ?? callTrust.get(source),
     callCatalogChanged: (sourceId) => callTrust.invalidate(sourceId),
     writeEffects: writeEffectsOf(services),
     catalog: await catalogGovernanceFor(services),

@@ -2,6 +2,8 @@
 import { afterAll, beforeAll, expect, test, vi } from 'vitest';
 import type pg from 'pg';
 import { buildGovernanceRuntime } from '../../src/runtime/governance.js';
+import { WireRelay } from '../../src/gateway/pgwire/relay.js';
+import { Frontend } from '../../src/gateway/pgwire/protocol.js';
 import { startWireWorld, wireAudit, type WireWorld } from './fixture.js';
 import { sleep } from '../support/wait.js';
 
@@ -110,4 +112,44 @@ test('a policy that starts redacting a column applies to the next execution of t
   } finally {
     await c.end();
   }
+});
+
+test('an execution decided from the memo is handled at once; one whose inputs must be read waits for them and is reused the same', async () => {
+  const agent = await ww.world.agent('memo-at-once', [{ source_id: ww.sourceId, role_key: 'reader' }]);
+  const runtime = await buildGovernanceRuntime(ww.world.svc.running.services);
+  const handle = vi.spyOn(WireRelay.prototype, 'handle');
+  const c = await ww.client('memo-at-once', agent.key);
+  /** What handle() answered for each Execute since the last call: undefined when it was handled at once. */
+  const executes = () => {
+    const answered = handle.mock.calls.flatMap(([frame], i) => (frame.type === Frontend.Execute ? [handle.mock.results[i]!.value as unknown] : []));
+    handle.mockClear();
+    return answered;
+  };
+  try {
+    for (let i = 0; i < 3; i++) expect(await byId(c, 1)).toBeNull();
+    executes();
+    for (let i = 0; i < 5; i++) expect(await byId(c, 2)).toBeNull();
+    // Identity, role context and memo all held in memory: no promise for any of the five.
+    expect(executes()).toEqual([undefined, undefined, undefined, undefined, undefined]);
+    // A role context that must be read (as after its cache's TTL): the execution waits for it, and the memo still holds.
+    const roleContext = runtime.deps.roleContext.bind(runtime.deps);
+    const read = vi.spyOn(runtime.deps, 'roleContext').mockImplementation(async (identity, sourceId) => roleContext(identity, sourceId));
+    const classify = vi.spyOn(runtime.sql, 'classify');
+    try {
+      expect(await byId(c, 1)).toBeNull();
+      expect(read).toHaveBeenCalled();
+      expect(classify).not.toHaveBeenCalled();
+    } finally {
+      read.mockRestore();
+      classify.mockRestore();
+    }
+    const [waited] = executes();
+    expect(waited).toBeInstanceOf(Promise);
+  } finally {
+    await c.end();
+    handle.mockRestore();
+  }
+  const entries = (await wireAudit(ww)).filter((e) => e.identity_id === agent.id);
+  expect(entries).toHaveLength(9);
+  for (const e of entries) expect(e).toMatchObject({ decision: 'allow', status: 200, operation: 'read', tables: ['public.customers'] });
 });

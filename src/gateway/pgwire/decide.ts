@@ -3,7 +3,7 @@ import type { LRUCache } from 'lru-cache';
 import { ttlCache } from '../../util/ttl-cache.js';
 import { applyPolicy, auditFieldsOf, decisionStages, preparationStages } from '../../pipeline/decide.js';
 import { asGatehouseError, auditFailure, runStages } from '../../pipeline/run.js';
-import type { GovernedRequest, PipelineDeps, Stage, StageOutcome } from '../../pipeline/context.js';
+import type { GovernedRequest, PipelineDeps, RoleContext, Stage, StageOutcome } from '../../pipeline/context.js';
 import type { CompiledPolicySet } from '../../governance/policy/index.js';
 import type { RegisteredSource } from '../../registry/sources.js';
 import type { AuditContext, Auditor } from '../../audit/context.js';
@@ -51,7 +51,6 @@ export function errorFieldsOf(err: unknown): ErrorFields {
   return { sqlstate, message: e.message, ...(e.retryAfterSeconds !== undefined ? { hint: `Retry after ${e.retryAfterSeconds} s.` } : {}) };
 }
 
-type RoleContext = Awaited<ReturnType<PipelineDeps['roleContext']>>;
 
 /** The stage names the memo knows every input of; any other list (a stage added or moved) is always run in full. */
 const MEMO_STAGE_NAMES = 'validate_input,session_escape,authenticate,resolve_source,source_role,catalog,columns,policy,rate_limit,write_estimate,approval';
@@ -103,13 +102,18 @@ export class DecisionMemo {
     };
   }
 
-  /** Sets the remembered decision's fields on `req` when every input is unchanged; false when the stages must run. */
-  async reuse(req: GovernedRequest, identity: AgentIdentity, sql: string): Promise<boolean> {
+  /**
+   * Sets the remembered decision's fields on `req` when every input is unchanged; false when the stages must run. The
+   * answer comes at once when every input is held in memory (the role context and call trust cached), as a promise only
+   * when one of them must be read (docs/decisions/0029, "Decided without waiting").
+   */
+  reuse(req: GovernedRequest, identity: AgentIdentity, sql: string): boolean | Promise<boolean> {
     const m = this.#entries.get(sql);
     if (!m || m.identity !== identity) return false;
     const now = Date.now();
     if (now < m.from || now >= m.until) return false;
     const p = this.#pipeline;
+    let role: RoleContext | Promise<RoleContext>;
     try {
       if (p.lookupSource(req.sourceId) !== m.source || p.policies() !== m.policies) return false;
       // A decision made against a source structure holds only while that structure is the current one (DDL, TTL).
@@ -117,12 +121,32 @@ export class DecisionMemo {
       if (analysis !== undefined && p.structures.current(m.source) !== analysis.structure.base) return false;
       // Classifications and drift protection the decision used must still be the catalog's current ones (docs/catalog.md).
       if (m.fields.catalog !== undefined && p.catalog?.current(req.sourceId) !== m.fields.catalog) return false;
-      if ((await p.roleContext(identity, req.sourceId)) !== m.roleContext) return false;
-      if (m.callTrust !== null && (await p.callTrust?.(m.source)) !== m.callTrust) return false;
+      role = p.roleContext(identity, req.sourceId);
     } catch {
       // The stages meet the same failure and refuse the statement with it.
       return false;
     }
+    if (role instanceof Promise) return role.then((r) => this.#reuseWith(req, m, r), () => false);
+    return this.#reuseWith(req, m, role);
+  }
+
+  /** reuse, once the role context is known: the call trust, then the fields. */
+  #reuseWith(req: GovernedRequest, m: Remembered, role: RoleContext): boolean | Promise<boolean> {
+    if (role !== m.roleContext) return false;
+    if (m.callTrust !== null) {
+      let trust: CallTrust | Promise<CallTrust> | undefined;
+      try {
+        trust = this.#pipeline.callTrust?.(m.source);
+      } catch {
+        return false;
+      }
+      if (trust instanceof Promise) return trust.then((t) => t === m.callTrust && this.#apply(req, m), () => false);
+      if (trust !== m.callTrust) return false;
+    }
+    return this.#apply(req, m);
+  }
+
+  #apply(req: GovernedRequest, m: Remembered): true {
     Object.assign(req, m.fields);
     // What runStages recorded when the stages ended: the same inputs give the same fields.
     req.audit.set(m.auditFields);
@@ -175,7 +199,7 @@ export class DecisionMemo {
  * the upstream answered. Refused or queued: the entry is ended here, and the caller answers the error.
  * With a memo (extended protocol), an unchanged decision is reused instead of running the stages again.
  */
-export async function decideStatement(
+export function decideStatement(
   d: WireDecider,
   identity: AgentIdentity,
   sql: string,
@@ -183,7 +207,7 @@ export async function decideStatement(
   stages: readonly Stage[],
   memo: DecisionMemo | null = null,
   searchPath: PathResolution | null = null,
-): Promise<StatementDecision> {
+): StatementDecision | Promise<StatementDecision> {
   const audit = d.auditor.begin({ channel: 'pgwire', request_id: d.nextRequestId(), client_ip: d.clientIp, source_id: d.sourceId, bytes_in: Buffer.byteLength(sql) });
   const req: GovernedRequest = {
     channel: 'pgwire',
@@ -197,7 +221,20 @@ export async function decideStatement(
   const memoize = memo !== null && MEMO_ENABLED;
   // A decision holds for the search_path it was made under: the same text names other tables under another path.
   const key = searchPath === null ? sql : `${searchPath.key}\u0000${sql}`;
-  if (memoize && (await memo.reuse(req, identity, key))) return { kind: 'allow', req };
+  if (!memoize) return runStatementStages(d, req, identity, stages, null, key);
+  // A decision reused from the memo is answered at once when every input is in memory: no promise for the statement.
+  const reused = memo.reuse(req, identity, key);
+  if (reused === true) return { kind: 'allow', req };
+  if (reused === false) return runStatementStages(d, req, identity, stages, memo, key);
+  return reused.then((ok) => (ok ? { kind: 'allow', req } : runStatementStages(d, req, identity, stages, memo, key)));
+}
+
+/** decideStatement's stages, run in full (no memo, or none of its decisions holds): the decision is remembered when it may be reused. */
+async function runStatementStages(
+  d: WireDecider, req: GovernedRequest, identity: AgentIdentity, stages: readonly Stage[], memo: DecisionMemo | null, key: string,
+): Promise<StatementDecision> {
+  const { audit } = req;
+  const memoize = memo !== null;
   const from = memoize ? memo.begin() : 0;
   let outcome: StageOutcome | undefined;
   try {
@@ -275,10 +312,17 @@ export class IdentityRefresher {
     this.#stopListening = revocations?.onRevoked((revoked) => this.#revoke(revoked)) ?? (() => undefined);
   }
 
+  /**
+   * The identity's state when it is held and may be reused now, without waiting (undefined: current() reads it). While
+   * revocations cannot reach this process, the identity is read for every statement, as the key-session memo is
+   * bypassed for every HTTP and MCP request then.
+   */
+  cached(id: number): IdentityState | undefined {
+    return this.#revocations?.live === false ? undefined : this.#cache.get(id);
+  }
+
   async current(id: number): Promise<IdentityState | null> {
-    // While revocations cannot reach this process, the identity is read for every statement, as the key-session memo
-    // is bypassed for every HTTP and MCP request then.
-    const hit = this.#revocations?.live === false ? undefined : this.#cache.get(id);
+    const hit = this.cached(id);
     if (hit) return hit;
     // A read a revocation overtook answers its statement but is not kept.
     const seen = this.#revocations?.revision;

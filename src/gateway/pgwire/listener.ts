@@ -35,7 +35,7 @@ import {
   type Frame,
 } from './protocol.js';
 import { SCRAM_MECHANISM, ScramFailure, ScramServer, decoyVerifier } from './scram.js';
-import { IdentityRefresher, errorFieldsOf } from './decide.js';
+import { IdentityRefresher, errorFieldsOf, type IdentityState } from './decide.js';
 import { encodingKey, isUtf8EncodingName } from '../../governance/sql/functions.js';
 import { WireRelay } from './relay.js';
 import { startupSettings } from './startup-settings.js';
@@ -525,9 +525,19 @@ class WireConnection {
   }
 
 
-  /** The identity re-checked for this statement: still enabled, same key; its grant version is current. */
-  async #currentIdentity(): Promise<AgentIdentity> {
-    const now = await this.ctx.refresher.current(this.#identity!.id);
+  /**
+   * The identity re-checked for this statement: still enabled, same key; its grant version is current. A state the
+   * refresher holds is checked at once, without a promise (most statements: docs/decisions/0029, "Decided without
+   * waiting"); otherwise it is read first.
+   */
+  #currentIdentity(): AgentIdentity | Promise<AgentIdentity> {
+    const id = this.#identity!.id;
+    const held = this.ctx.refresher.cached(id);
+    if (held !== undefined) return this.#stillValid(held);
+    return this.ctx.refresher.current(id).then((now) => this.#stillValid(now));
+  }
+
+  #stillValid(now: IdentityState | null): AgentIdentity {
     if (!now || !now.identity.enabled || now.verifier !== this.#verifier) {
       this.#fatal({ sqlstate: '28000', message: 'the identity was disabled or its key changed; sign in again' });
       throw new ProtocolViolation('identity no longer valid');

@@ -41,7 +41,7 @@ import { auditColumns, changesStructure, errorMayQuoteRedacted, provenanceRedact
 import type { StatementColumns } from '../../governance/sql/provenance.js';
 import { CopyOutStream, TEXT_LIKE_OIDS, binaryRefusal, copyOutTarget, describeMessages, relationColumns, type CopyColumns, type CopyOutStatement, type CopyStep } from './copy-plan.js';
 import { SessionSearchPath } from './search-path.js';
-import { parsePathText, pathResolution, type PathEffect, type SearchPath } from '../../governance/sql/search-path.js';
+import { parsePathText, pathResolution, type PathEffect, type PathResolution, type SearchPath } from '../../governance/sql/search-path.js';
 import { DecisionMemo, RECORDED_AT_ONCE, WIRE_EXECUTE_STAGES, WIRE_PARSE_STAGES, decideStatement, endRecorded, recheckColumns, type StatementDecision, type WireDecider } from './decide.js';
 
 
@@ -72,6 +72,9 @@ interface RowPlan {
   /** Result columns replaced because of what feeds them rather than their name (for the audit entry). */
   byProvenance: string[];
 }
+
+/** A statement's decision: at once when it was made without waiting, else a promise of it. */
+type Decided = StatementDecision | Promise<StatementDecision>;
 
 /** One statement between its decision and its end: its audit entry and what the upstream returned. */
 interface StatementRun {
@@ -162,7 +165,8 @@ export interface RelayDeps {
   maxRows: number;
   /** The bound of one COPY row (the same as one message's, gateway.limits.pg_message_bytes). */
   maxRowBytes: number;
-  identity(): Promise<AgentIdentity>;
+  /** The identity checked for this statement: at once when its state is held, else once read. */
+  identity(): AgentIdentity | Promise<AgentIdentity>;
   log: { warn(o: object, m?: string): void };
   /** What the gateway set on the upstream session after login: re-applied after a session reset. */
   session: GovernedSessionState;
@@ -486,10 +490,25 @@ export class WireRelay {
    * for a portal (planned at its Bind), else what the session's path may be now. SQL `EXECUTE` of a statement
    * PREPAREd under another path is refused: PostgreSQL would analyse it again under this one.
    */
-  async #decide(sql: string, params: readonly unknown[], stages: typeof WIRE_EXECUTE_STAGES, memo: DecisionMemo | null, paths?: readonly SearchPath[]): Promise<StatementDecision> {
-    const identity = await this.deps.identity();
+  #decide(sql: string, params: readonly unknown[], stages: typeof WIRE_EXECUTE_STAGES, memo: DecisionMemo | null, paths?: readonly SearchPath[]): Decided {
+    const identity = this.deps.identity();
+    if (identity instanceof Promise) return identity.then((i) => this.#decideAs(i, sql, params, stages, memo, paths));
+    return this.#decideAs(identity, sql, params, stages, memo, paths);
+  }
+
+  /**
+   * #decide once the identity is known. Every step answers at once when it can (the identity and the memo's inputs
+   * held in memory), so a statement decided from the memo takes no promise (docs/decisions/0029, "Decided without
+   * waiting"); the first step that must wait makes the rest wait with it.
+   */
+  #decideAs(identity: AgentIdentity, sql: string, params: readonly unknown[], stages: typeof WIRE_EXECUTE_STAGES, memo: DecisionMemo | null, paths?: readonly SearchPath[]): Decided {
     const resolution = pathResolution(paths ?? this.#path.possible(), this.deps.currentUser);
-    const decision = await decideStatement(this.deps.decider, identity, sql, params, stages, memo, resolution);
+    const decision = decideStatement(this.deps.decider, identity, sql, params, stages, memo, resolution);
+    if (decision instanceof Promise) return decision.then((d) => this.#pathChecked(d, resolution));
+    return this.#pathChecked(decision, resolution);
+  }
+
+  #pathChecked(decision: StatementDecision, resolution: PathResolution | null): StatementDecision {
     if (decision.kind !== 'allow') return decision;
     for (const e of effectsOf(decision.req)) {
       if (e.kind !== 'execute' || this.#path.executable(e.name, resolution?.key ?? '')) continue;
@@ -650,7 +669,8 @@ export class WireRelay {
     this.#batch.push(frame.raw);
   }
 
-  async #execute(frame: Frame): Promise<void> {
+  /** An Execute: handled at once when its decision is (from the memo), otherwise once decided. */
+  #execute(frame: Frame): Promise<void> | void {
     const { portal: name } = parseExecute(frame.body);
     const portal = this.#portals.get(name);
     if (!portal) {
@@ -662,7 +682,12 @@ export class WireRelay {
       this.#batch.push(frame.raw);
       return;
     }
-    const decision = await this.#decide(portal.sql, portal.params, WIRE_EXECUTE_STAGES, this.memo, unionPaths(portal.paths, this.#path.possible()));
+    const decision = this.#decide(portal.sql, portal.params, WIRE_EXECUTE_STAGES, this.memo, unionPaths(portal.paths, this.#path.possible()));
+    if (decision instanceof Promise) return decision.then((d) => this.#executeDecided(frame, name, portal, d));
+    return this.#executeDecided(frame, name, portal, decision);
+  }
+
+  #executeDecided(frame: Frame, name: string, portal: Portal, decision: StatementDecision): Promise<void> | void {
     if (decision.kind !== 'allow') {
       this.#track(decision.recorded);
       this.#refuseExtended(decision.error);
@@ -676,8 +701,13 @@ export class WireRelay {
       return this.#refuseExtended({ sqlstate: '0A000', message });
     }
     const run = this.#run(decision.req, portal);
-    if (isWriteOperation(run.req.operation)) await recordWriteIntent(run.req);
-    this.#forgetSqlNames(decision.req, portal.sql);
+    // A write's intent is recorded before it is sent (docs/audit.md "Write intents").
+    if (isWriteOperation(run.req.operation)) return recordWriteIntent(run.req).then(() => this.#sendExecute(frame, name, portal, run));
+    this.#sendExecute(frame, name, portal, run);
+  }
+
+  #sendExecute(frame: Frame, name: string, portal: Portal, run: StatementRun): void {
+    this.#forgetSqlNames(run.req, portal.sql);
     if (!portal.described && this.#needsPlan(run)) {
       // The rows need column names for redaction: ask for the portal's description without relaying it.
       this.#pending.push({ kind: 'describeP', portal, internal: true });
