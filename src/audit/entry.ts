@@ -108,6 +108,8 @@ export function auditIdMs(id: string): number {
 
 const UUID_RE = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
 const TS_RE = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/;
+/** The length of every timestamp TS_RE matches. */
+const TS_LENGTH = 24;
 /** The longest text an entry field holds; longer statement texts are cut to it (boundedAuditText). */
 export const AUDIT_TEXT_MAX = 16_384;
 /** The most elements an entry's text arrays (tables, reasons) hold. */
@@ -157,19 +159,26 @@ let validTsSecondMs = 0;
 /**
  * Unix milliseconds of a timestamp PostgreSQL reads back as the same instant, or NaN for anything else: the pattern,
  * then a round trip through Date, which refuses what Date.parse alone rolls over (`2026-02-30` parses as March 2nd;
- * PostgreSQL refuses it, which would fail the entry's whole batch). The round trip (≈ 1 µs) runs once per second of
- * timestamps; the milliseconds are read from the text. The writer's check (assertValidEntry) and the binary COPY
+ * PostgreSQL refuses it, which would fail the entry's whole batch). The pattern and the round trip (≈ 1 µs) run once
+ * per second of timestamps; within a second found valid, only the milliseconds' digits are checked and read. The writer's check (assertValidEntry) and the binary COPY
  * encoder (copy-binary.ts) both read an entry's time here.
  */
 export function entryTimeMs(v: unknown): number {
-  if (typeof v !== 'string' || !TS_RE.test(v)) return Number.NaN;
-  if (validTsSecond === '' || !v.startsWith(validTsSecond)) {
-    const ms = Date.parse(v);
-    if (Number.isNaN(ms) || new Date(ms).toISOString() !== v) return Number.NaN;
-    validTsSecond = v.slice(0, 20);
-    validTsSecondMs = ms - Number(v.slice(20, 23));
+  if (typeof v !== 'string' || v.length !== TS_LENGTH) return Number.NaN;
+  if (validTsSecond !== '' && v.startsWith(validTsSecond)) {
+    // The second is one found valid: only the milliseconds and the zone are left to check (what TS_RE would).
+    const a = v.charCodeAt(20) - 48;
+    const b = v.charCodeAt(21) - 48;
+    const c = v.charCodeAt(22) - 48;
+    if (a < 0 || a > 9 || b < 0 || b > 9 || c < 0 || c > 9 || v.charCodeAt(23) !== 0x5a) return Number.NaN;
+    return validTsSecondMs + a * 100 + b * 10 + c;
   }
-  return validTsSecondMs + (v.charCodeAt(20) - 48) * 100 + (v.charCodeAt(21) - 48) * 10 + (v.charCodeAt(22) - 48);
+  if (!TS_RE.test(v)) return Number.NaN;
+  const ms = Date.parse(v);
+  if (Number.isNaN(ms) || new Date(ms).toISOString() !== v) return Number.NaN;
+  validTsSecond = v.slice(0, 20);
+  validTsSecondMs = ms - Number(v.slice(20, 23));
+  return ms;
 }
 
 /** The first invalid field of an object entry, or null. */

@@ -1,7 +1,7 @@
 // Audit ids and timestamps: the fast UUIDv7 and ISO formatters give exactly what the slow, obvious ones give.
 import { describe, expect, it } from 'vitest';
 import fc from 'fast-check';
-import { assertValidEntry, isoTimestamp, newAuditId } from '../../src/audit/entry.js';
+import { assertValidEntry, entryTimeMs, isoTimestamp, newAuditId } from '../../src/audit/entry.js';
 import { makeEntry } from './support.js';
 
 const UUID_V7 = /^([0-9a-f]{8})-([0-9a-f]{4})-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/;
@@ -73,6 +73,27 @@ describe('entry timestamps', () => {
     }
     expect(at('2028-02-29T23:59:59.999Z')).not.toThrow();
     expect(at('2028-02-29T23:59:59.001Z')).not.toThrow();
+  });
+
+  it('reads a timestamp as the pattern and the round trip through Date do, within a second found valid and outside it', () => {
+    const reference = (v: string) => {
+      if (!/^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/.test(v)) return Number.NaN;
+      const ms = Date.parse(v);
+      return Number.isNaN(ms) || new Date(ms).toISOString() !== v ? Number.NaN : ms;
+    };
+    const char = fc.constantFrom('0', '5', '9', 'Z', 'z', '/', ':', ' ', '\u0663', '.', '-');
+    fc.assert(
+      fc.property(fc.integer({ min: 0, max: 253_402_300_799_000 }), fc.array(char, { minLength: 0, maxLength: 6 }).map((a) => a.join('')), (ms, tail) => {
+        const valid = new Date(ms).toISOString();
+        // The valid timestamp first, so the next one shares its second (the fast path), then a variant of it.
+        expect(entryTimeMs(valid)).toBe(ms);
+        const variant = valid.slice(0, 20) + tail;
+        expect(entryTimeMs(variant)).toEqual(reference(variant));
+        const elsewhere = valid.slice(0, 19) + tail;
+        expect(entryTimeMs(elsewhere)).toEqual(reference(elsewhere));
+      }),
+      { numRuns: 2_000 },
+    );
   });
 
   it('refuses an id that does not hold the entry\'s time (the store finds an entry by it: getAuditEntry)', () => {

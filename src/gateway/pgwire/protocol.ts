@@ -77,6 +77,8 @@ export interface Frame {
  */
 export class FrameReader {
   #chunks: Buffer[] = [];
+  /** Bytes of the first chunk already returned as frames (a view of the rest is made only when a frame is taken). */
+  #at = 0;
   #buffered = 0;
   /** Bytes of a streamed CopyData message still to come (see COPY_DATA_PART). */
   #streamLeft = 0;
@@ -99,16 +101,25 @@ export class FrameReader {
     return this.#buffered;
   }
 
+  /** The first chunk, holding at least `n` bytes from `#at` (read #at after this call: joining chunks resets it). */
   #peek(n: number): Buffer {
-    if (this.#chunks[0]!.length < n) this.#chunks = [Buffer.concat(this.#chunks)];
+    const head = this.#chunks[0]!;
+    if (head.length - this.#at < n) {
+      this.#chunks[0] = head.subarray(this.#at);
+      this.#chunks = [Buffer.concat(this.#chunks)];
+      this.#at = 0;
+    }
     return this.#chunks[0]!;
   }
 
   #take(n: number): Buffer {
     const head = this.#peek(n);
-    const out = head.subarray(0, n);
-    if (head.length === n) this.#chunks.shift();
-    else this.#chunks[0] = head.subarray(n);
+    const at = this.#at;
+    const out = head.subarray(at, at + n);
+    if (head.length === at + n) {
+      this.#chunks.shift();
+      this.#at = 0;
+    } else this.#at = at + n;
     this.#buffered -= n;
     return out;
   }
@@ -119,14 +130,14 @@ export class FrameReader {
       if (this.#buffered < LENGTH_BYTES) return null;
       // A Terminate in the startup phase (node-postgres sends one when a client ends before its socket connected, ahead
       // of the startup packet): no startup packet can start with its byte, whose length would exceed any cap.
-      if (this.#peek(1)[0] === Frontend.Terminate) {
+      if (this.#peek(1)[this.#at] === Frontend.Terminate) {
         if (this.#buffered < HEADER_BYTES) return null;
-        if (this.#peek(HEADER_BYTES).readInt32BE(1) === LENGTH_BYTES) {
+        if (this.#peek(HEADER_BYTES).readInt32BE(this.#at + 1) === LENGTH_BYTES) {
           const raw = this.#take(HEADER_BYTES);
           return { type: Frontend.Terminate, raw, body: raw.subarray(HEADER_BYTES) };
         }
       }
-      const length = this.#peek(LENGTH_BYTES).readInt32BE(0);
+      const length = this.#peek(LENGTH_BYTES).readInt32BE(this.#at);
       if (length < MIN_STARTUP_BYTES || length > this.limits.startupBytes) throw new ProtocolViolation('invalid startup packet length');
       if (this.#buffered < length) return null;
       const raw = this.#take(length);
@@ -134,14 +145,14 @@ export class FrameReader {
     }
     if (this.#streamLeft > 0) {
       if (this.#buffered === 0) return null;
-      const raw = this.#take(Math.min(this.#streamLeft, this.#buffered, this.#chunks[0]!.length));
+      const raw = this.#take(Math.min(this.#streamLeft, this.#buffered, this.#chunks[0]!.length - this.#at));
       this.#streamLeft -= raw.length;
       return { type: COPY_DATA_PART, raw, body: raw };
     }
     if (this.#buffered < HEADER_BYTES) return null;
     const head = this.#peek(HEADER_BYTES);
-    const length = head.readInt32BE(1);
-    if (this.limits.streamCopyData && head[0] === Frontend.CopyData && length + 1 > this.limits.messageBytes && length <= MAX_COPY_DATA_BYTES) {
+    const length = head.readInt32BE(this.#at + 1);
+    if (this.limits.streamCopyData && head[this.#at] === Frontend.CopyData && length + 1 > this.limits.messageBytes && length <= MAX_COPY_DATA_BYTES) {
       const raw = this.#take(HEADER_BYTES);
       this.#streamLeft = length - LENGTH_BYTES;
       return { type: Frontend.CopyData, raw, body: raw.subarray(HEADER_BYTES) };
@@ -153,16 +164,50 @@ export class FrameReader {
   }
 }
 
+/**
+ * Messages as one buffer for one write: a view of the bytes they were read from when each starts where the one before
+ * ends in the same memory (a client's batch or an upstream answer relayed unchanged), otherwise a copy of them.
+ */
+export function joinMessages(parts: readonly Buffer[], bytes: number): Buffer {
+  const first = parts[0]!;
+  if (parts.length === 1) return first;
+  const memory = first.buffer;
+  let end = first.byteOffset + first.length;
+  for (let i = 1; i < parts.length; i++) {
+    const p = parts[i]!;
+    if (p.buffer !== memory || p.byteOffset !== end) return Buffer.concat(parts, bytes);
+    end += p.length;
+  }
+  return Buffer.from(memory, first.byteOffset, end - first.byteOffset);
+}
+
+/** Bytes BodyReader.cstring scans itself before it asks indexOf for the end of a longer text. */
+const SHORT_CSTRING = 64;
+
 /** Reads NUL-terminated strings and integers from a message body; every read is bounds-checked. */
 export class BodyReader {
   offset = 0;
   constructor(private readonly buf: Buffer) {}
 
   cstring(): string {
-    const end = this.buf.indexOf(0, this.offset);
+    const buf = this.buf;
+    const start = this.offset;
+    // Names are short (a portal's is usually empty): a loop finds their end for less than a call into indexOf, which
+    // takes the rest of a longer text.
+    const near = Math.min(buf.length, start + SHORT_CSTRING);
+    let end = start;
+    while (end < near && buf[end] !== 0) end++;
+    if (end === near) end = near < buf.length ? buf.indexOf(0, near) : -1;
     if (end < 0) throw new ProtocolViolation('unterminated string in message');
-    const s = this.buf.toString('utf8', this.offset, end);
     this.offset = end + 1;
+    return end === start ? '' : buf.toString('utf8', start, end);
+  }
+
+  /** A text of `n` bytes (a Bind parameter's value), read in place. */
+  text(n: number): string {
+    if (n < 0 || this.offset + n > this.buf.length) throw new ProtocolViolation('message too short');
+    const s = n === 0 ? '' : this.buf.toString('utf8', this.offset, this.offset + n);
+    this.offset += n;
     return s;
   }
 
@@ -253,9 +298,8 @@ export function parseBind(body: Buffer): BindMessage {
       params.push(null);
       continue;
     }
-    const value = r.bytes(len);
     const format = nFormats === 0 ? 0 : nFormats === 1 ? formats[0]! : (formats[i] ?? 0);
-    params.push(format === 1 ? { binary: value.toString('base64') } : value.toString('utf8'));
+    params.push(format === 1 ? { binary: r.bytes(len).toString('base64') } : r.text(len));
   }
   const nResults = r.int16();
   const resultFormats: number[] = [];

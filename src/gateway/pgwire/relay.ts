@@ -18,6 +18,7 @@ import {
   describePortal,
   errorResponse,
   fieldsMessage,
+  joinMessages,
   message,
   parseBind,
   parseDataRow,
@@ -353,7 +354,7 @@ export class WireRelay {
     if (i === out.length) this.#out = [];
     else if (i > 0) this.#out = out.slice(i);
     this.#outBytes -= bytes;
-    if (parts.length > 0 && !this.client.write(parts.length === 1 ? parts[0]! : Buffer.concat(parts, bytes))) this.#clientBlocked = true;
+    if (parts.length > 0 && !this.client.write(joinMessages(parts, bytes))) this.#clientBlocked = true;
     if (this.#ending && this.#out.length === 0) {
       this.abandon();
       this.client.end();
@@ -465,7 +466,9 @@ export class WireRelay {
 
   #flushBatch(): void {
     if (this.#batch.length === 0) return;
-    this.upstream.write(this.#batch.length === 1 ? this.#batch[0]! : Buffer.concat(this.#batch));
+    let bytes = 0;
+    for (const m of this.#batch) bytes += m.length;
+    this.upstream.write(joinMessages(this.#batch, bytes));
     this.#batch = [];
   }
 
