@@ -5,8 +5,9 @@ import { loadavg } from 'node:os';
 import { performance } from 'node:perf_hooks';
 import pg from 'pg';
 import { Kysely, PostgresDialect, sql } from 'kysely';
-import { newAuditId, isoTimestamp, type AuditEntry } from '../src/audit/entry.js';
-import { copySealed } from '../src/audit/insert.js';
+import { AUDIT_FIELDS, newAuditId, isoTimestamp, type AuditEntry } from '../src/audit/entry.js';
+import { auditBinaryBatch, binaryParts } from '../src/audit/copy-binary.js';
+import { AUDIT_COPY_PART_ROWS, copySealed } from '../src/audit/insert.js';
 import { AuditCopyTargets } from '../src/audit/copy-target.js';
 import { SealChain } from '../src/audit/seal.js';
 import { searchAudit, type AuditFilters } from '../src/audit/search.js';
@@ -15,7 +16,7 @@ import type { AuditDatabase } from '../src/audit/schema.js';
 import { poolCopyIn } from '../src/store/copy.js';
 import { migrateToLatest } from '../src/store/migrate.js';
 import { migrations } from '../src/store/migrations/index.js';
-import { quantile } from './stats.js';
+import { median, quantile } from './stats.js';
 
 const PG = { host: process.env.BENCH_PG_HOST ?? '127.0.0.1', port: Number(process.env.BENCH_PG_PORT ?? 5432), user: 'postgres' };
 /** Table sizes at which the store CPU is measured; the last is the one searched. */
@@ -156,6 +157,26 @@ async function storeCpu(db: AnyDb, copyIn: ReturnType<typeof poolCopyIn>, backen
   return (cpuNs(backendPid) - t0) / 1e3 / n;
 }
 
+/** The floor's table: the audit row's columns and NOT NULLs, without an index, a constraint or partitions. */
+const FLOOR_TABLE = 'bench_audit_floor';
+
+/**
+ * PostgreSQL backend CPU (µs) per row of the floor any design of this row pays: the same rows, encoded the same way and
+ * copied the same way (binary COPY, batches of 500 in parts), into a plain heap with nothing to maintain — no index, no
+ * CHECK, no seal. A design's µs over this floor's is what its indexes and seals cost on this machine; the ratio moves
+ * much less between machines than either figure (docs/decisions/0024).
+ */
+async function floorCpu(pool: pg.Pool, copyIn: ReturnType<typeof poolCopyIn>, backendPid: number, n: number): Promise<number> {
+  await pool.query(`create table if not exists ${FLOOR_TABLE} (like audit_entries)`);
+  const statement = `copy ${FLOOR_TABLE} (${AUDIT_FIELDS.join(', ')}) from stdin with (format binary)`;
+  const t0 = cpuNs(backendPid);
+  for (let i = 0; i < n; i += BATCH) {
+    const batch = auditBinaryBatch(Array.from({ length: Math.min(BATCH, n - i) }, (_, k) => liveEntry(i + k)))!;
+    await copyIn(binaryParts(batch, AUDIT_COPY_PART_ROWS).map((data) => ({ statement, data })), 60_000);
+  }
+  return (cpuNs(backendPid) - t0) / 1e3 / n;
+}
+
 /**
  * CPU per row the new design defers: BRIN summarization of the hot partition's full ranges, as partition maintenance
  * runs it (autovacuum's autosummarize in production too); the range being filled keeps no summary.
@@ -276,16 +297,29 @@ try {
     }
     done = size;
     for (const design of active) await storeCpu(dbs[design]!.oneDb, dbs[design]!.copyIn, dbs[design]!.pid, design, 2_000);
+    const floor = dbs.new ?? dbs[active[0]!]!;
+    await floorCpu(floor.onePool, floor.copyIn, floor.pid, 2_000);
+    const floorRounds: number[] = [];
     for (let r = 0; r < ROUNDS; r++) {
       for (const design of active) {
         const d = dbs[design]!;
         const us = await storeCpu(d.oneDb, d.copyIn, d.pid, design, MEASURE_N);
         (results[design]![size] ??= []).push(us);
       }
+      // In the same rounds, alternating with the designs: the machine's speed moves within minutes.
+      floorRounds.push(await floorCpu(floor.onePool, floor.copyIn, floor.pid, MEASURE_N));
     }
     const line = active.map((design) => `${design} ${Math.min(...results[design]![size]!).toFixed(2)} µs/row (rounds ${results[design]![size]!.map((x) => x.toFixed(2)).join(', ')})`).join('; ');
     const ratio = active.length === 2 ? ` → new/old ${(Math.min(...results.new![size]!) / Math.min(...results.old![size]!)).toFixed(2)}` : '';
     console.log(`store CPU at ${size.toLocaleString('en')} rows: ${line}${ratio}  [goal new ≤ 4 µs/row] (load average ${loadavg()[0]!.toFixed(2)})`);
+    // Each round's design against the floor measured right after it; the median of those ratios (docs/decisions/0032).
+    const overFloor = active
+      .map((design) => {
+        const ratios = results[design]![size]!.slice(-ROUNDS).map((us, r) => us / floorRounds[r]!);
+        return `${design} ${median(ratios).toFixed(2)}× it (rounds ${ratios.map((x) => x.toFixed(2)).join(', ')})`;
+      })
+      .join('; ');
+    console.log(`  the floor, the same rows into a plain heap (no index, no constraint, no seal): ${Math.min(...floorRounds).toFixed(2)} µs/row (rounds ${floorRounds.map((x) => x.toFixed(2)).join(', ')}); ${overFloor}`);
     if (dbs.new) {
       const hotRows = Number((await dbs.new.onePool.query(`select count(*) from ${dayPartitionName(new Date(now))}`)).rows[0].count);
       console.log(`  new design deferred: BRIN summarization of the hot partition (${hotRows.toLocaleString('en')} rows) ${(await deferredCpu(dbs.new.oneDb, dbs.new.pid, Math.max(hotRows, 1))).toFixed(2)} µs/row`);
@@ -319,6 +353,7 @@ try {
     if (design === 'new') await explainAll(d.db);
   }
   for (const design of DESIGNS) {
+    await dbs[design]!.pool.query(`drop table if exists ${FLOOR_TABLE}`);
     await dbs[design]!.pool.end();
     await dbs[design]!.onePool.end();
   }
