@@ -35,7 +35,6 @@ export interface GovernanceRuntime {
   readonly deps: HttpPipelineDeps;
 }
 
-
 /** Role contexts by identity, source and grant version: any grant or role change advances the version, so a cached context is never stale. */
 function cachedRoleContexts(services: Services): (identity: AgentIdentity, sourceId: string) => RoleContext | Promise<RoleContext> {
   const cache = ttlCache<string, RoleContext>({ max: 10_000, ttl: 30_000 });

@@ -56,7 +56,6 @@ export interface WireListenerDeps {
   privileges?: Pick<ManagedPrivileges, 'sessionRole' | 'track'> | null;
 }
 
-
 /**
  * Why a startup client_encoding cannot be served, or null. UTF8 is what the gateway reads; SQL_ASCII (libpq's choice in
  * a C locale) means "no conversion", which for a UTF8 server is UTF8 too. Any other encoding would have PostgreSQL read
@@ -523,7 +522,6 @@ class WireConnection {
     else this.ctx.cancels.set(pid, [this.#cancel]);
     return this.#cancel.secret.readInt32BE(0);
   }
-
 
   /**
    * The identity re-checked for this statement: still enabled, same key; its grant version is current. A state the
