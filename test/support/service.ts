@@ -62,46 +62,59 @@ async function viaPooler(database: TestDatabase): Promise<Record<string, string>
 export async function startTestService(opts: TestServiceOptions = {}): Promise<TestService> {
   const stateDir = await mkdtemp(path.join(tmpdir(), 'gh-test-'));
   const ownDatabase = !opts.embedded && !opts.database;
-  const database = opts.embedded ? null : (opts.database ?? (await createTestDatabase()));
-  const pooled = database ? await viaPooler(database) : {};
-  const env: Record<string, string> = {
-    SERVICE_ENVIRONMENT: 'test',
-    SERVICE_GATEWAY__HTTP_PORT: '0',
-    SERVICE_GATEWAY__PG_PORT: '0',
-    SERVICE_ADMIN__PORT: '0',
-    SERVICE_DATABASE__EMBEDDED_DIR: path.join(stateDir, 'pgdata'),
-    SERVICE_AUDIT__SPOOL__DIR: path.join(stateDir, 'audit-spool'),
-    SERVICE_OBSERVABILITY__LOG_LEVEL: opts.logLevel ?? process.env.GH_TEST_LOG_LEVEL ?? 'silent',
-    ...(database ? { SERVICE_DATABASE__URL: database.url, SERVICE_REDIS__URL: TEST_REDIS_URL, SERVICE_REDIS__KEY_PREFIX: `ghtest:${randomBytes(6).toString('hex')}:` } : {}),
-    ...pooled,
-    ...opts.env,
+  let database: TestDatabase | null = null;
+  let pooled: Record<string, string> = {};
+  let ownPrefix: string | undefined;
+  /** Undoes what this start made: after stop(), and when the start fails (a configuration refused, a check at start), so no database outlives its test. */
+  const release = async (): Promise<void> => {
+    if (Object.keys(pooled).length > 0) await releasePooler();
+    if (ownDatabase) await database?.drop();
+    await dropRedisPrefix(ownPrefix);
+    await rm(stateDir, { recursive: true, force: true });
   };
-  const loaded = loadConfig({ env, cwd: stateDir });
-  if (!loaded.ok) throw new Error(`test configuration invalid:\n${loaded.problems.join('\n')}`);
-  const role = opts.role ?? 'all';
-  const log = createLogger({ level: loaded.config.observability.log_level, service: 'gatehouse-test', role, ...(opts.logDestination ? { destination: opts.logDestination } : {}) });
-  const running = await startService(loaded, role, log);
-  const url = (key: string) => {
-    const a = running.addresses[key];
-    return a ? `http://127.0.0.1:${a.port}` : '';
-  };
-  // A replica started with another service's env shares its prefix; only the service that made a prefix sweeps it.
-  const ownPrefix = database !== null && opts.env?.SERVICE_REDIS__KEY_PREFIX === undefined ? env.SERVICE_REDIS__KEY_PREFIX : undefined;
-  let stopped = false;
-  return {
-    running,
-    gatewayUrl: url('gateway.http_port'),
-    adminUrl: url('admin.port'),
-    database,
-    env: Object.fromEntries(Object.entries(env).filter(([k]) => k !== 'SERVICE_AUDIT__SPOOL__DIR')),
-    async stop() {
-      if (stopped) return;
-      stopped = true;
-      await running.shutdown('test finished');
-      if (Object.keys(pooled).length > 0) await releasePooler();
-      if (ownDatabase) await database?.drop();
-      await dropRedisPrefix(ownPrefix);
-      await rm(stateDir, { recursive: true, force: true });
-    },
-  };
+  try {
+    database = opts.embedded ? null : (opts.database ?? (await createTestDatabase()));
+    pooled = database ? await viaPooler(database) : {};
+    const env: Record<string, string> = {
+      SERVICE_ENVIRONMENT: 'test',
+      SERVICE_GATEWAY__HTTP_PORT: '0',
+      SERVICE_GATEWAY__PG_PORT: '0',
+      SERVICE_ADMIN__PORT: '0',
+      SERVICE_DATABASE__EMBEDDED_DIR: path.join(stateDir, 'pgdata'),
+      SERVICE_AUDIT__SPOOL__DIR: path.join(stateDir, 'audit-spool'),
+      SERVICE_OBSERVABILITY__LOG_LEVEL: opts.logLevel ?? process.env.GH_TEST_LOG_LEVEL ?? 'silent',
+      ...(database ? { SERVICE_DATABASE__URL: database.url, SERVICE_REDIS__URL: TEST_REDIS_URL, SERVICE_REDIS__KEY_PREFIX: `ghtest:${randomBytes(6).toString('hex')}:` } : {}),
+      ...pooled,
+      ...opts.env,
+    };
+    // A replica started with another service's env shares its prefix; only the service that made a prefix sweeps it.
+    ownPrefix = database !== null && opts.env?.SERVICE_REDIS__KEY_PREFIX === undefined ? env.SERVICE_REDIS__KEY_PREFIX : undefined;
+    const loaded = loadConfig({ env, cwd: stateDir });
+    if (!loaded.ok) throw new Error(`test configuration invalid:\n${loaded.problems.join('\n')}`);
+    const role = opts.role ?? 'all';
+    const log = createLogger({ level: loaded.config.observability.log_level, service: 'gatehouse-test', role, ...(opts.logDestination ? { destination: opts.logDestination } : {}) });
+    const running = await startService(loaded, role, log);
+    const url = (key: string) => {
+      const a = running.addresses[key];
+      return a ? `http://127.0.0.1:${a.port}` : '';
+    };
+    let stopped = false;
+    return {
+      running,
+      gatewayUrl: url('gateway.http_port'),
+      adminUrl: url('admin.port'),
+      database,
+      env: Object.fromEntries(Object.entries(env).filter(([k]) => k !== 'SERVICE_AUDIT__SPOOL__DIR')),
+      async stop() {
+        if (stopped) return;
+        stopped = true;
+        await running.shutdown('test finished');
+        await release();
+      },
+    };
+  } catch (err) {
+    // The start's own error is what the caller asserts on; a failed clean-up must not replace it.
+    await release().catch(() => undefined);
+    throw err;
+  }
 }
