@@ -2,11 +2,12 @@
 import { createServer, type Server } from 'node:net';
 import pg from 'pg';
 import { expect, test, vi } from 'vitest';
+import type * as PgSupport from './pg.js';
 
 /** Names of the databases startTestService made, in order (the real createTestDatabase, observed). */
 const made = vi.hoisted(() => [] as string[]);
 vi.mock('./pg.js', async (importOriginal) => {
-  const real = await importOriginal<typeof import('./pg.js')>();
+  const real = await importOriginal<typeof PgSupport>();
   return {
     ...real,
     createTestDatabase: async () => {
