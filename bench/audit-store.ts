@@ -157,7 +157,7 @@ async function storeCpu(db: AnyDb, copyIn: ReturnType<typeof poolCopyIn>, backen
   return (cpuNs(backendPid) - t0) / 1e3 / n;
 }
 
-/** The floor's table: the audit row's columns and NOT NULLs, without an index, a constraint or partitions. */
+/** The floor's table: the audit row's columns and NOT NULLs, without an index, a constraint or partitions (created once per run, dropped at its end). */
 const FLOOR_TABLE = 'bench_audit_floor';
 
 /**
@@ -166,8 +166,7 @@ const FLOOR_TABLE = 'bench_audit_floor';
  * CHECK, no seal. A design's µs over this floor's is what its indexes and seals cost on this machine; the ratio moves
  * much less between machines than either figure (docs/decisions/0024).
  */
-async function floorCpu(pool: pg.Pool, copyIn: ReturnType<typeof poolCopyIn>, backendPid: number, n: number): Promise<number> {
-  await pool.query(`create table if not exists ${FLOOR_TABLE} (like audit_entries)`);
+async function floorCpu(copyIn: ReturnType<typeof poolCopyIn>, backendPid: number, n: number): Promise<number> {
   const statement = `copy ${FLOOR_TABLE} (${AUDIT_FIELDS.join(', ')}) from stdin with (format binary)`;
   const t0 = cpuNs(backendPid);
   for (let i = 0; i < n; i += BATCH) {
@@ -298,7 +297,8 @@ try {
     done = size;
     for (const design of active) await storeCpu(dbs[design]!.oneDb, dbs[design]!.copyIn, dbs[design]!.pid, design, 2_000);
     const floor = dbs.new ?? dbs[active[0]!]!;
-    await floorCpu(floor.onePool, floor.copyIn, floor.pid, 2_000);
+    await floor.onePool.query(`create table if not exists ${FLOOR_TABLE} (like audit_entries)`);
+    await floorCpu(floor.copyIn, floor.pid, 2_000);
     const floorRounds: number[] = [];
     for (let r = 0; r < ROUNDS; r++) {
       for (const design of active) {
@@ -307,7 +307,7 @@ try {
         (results[design]![size] ??= []).push(us);
       }
       // In the same rounds, alternating with the designs: the machine's speed moves within minutes.
-      floorRounds.push(await floorCpu(floor.onePool, floor.copyIn, floor.pid, MEASURE_N));
+      floorRounds.push(await floorCpu(floor.copyIn, floor.pid, MEASURE_N));
     }
     const line = active.map((design) => `${design} ${Math.min(...results[design]![size]!).toFixed(2)} µs/row (rounds ${results[design]![size]!.map((x) => x.toFixed(2)).join(', ')})`).join('; ');
     const ratio = active.length === 2 ? ` → new/old ${(Math.min(...results.new![size]!) / Math.min(...results.old![size]!)).toFixed(2)}` : '';
@@ -315,7 +315,7 @@ try {
     // Each round's design against the floor measured right after it; the median of those ratios (docs/decisions/0032).
     const overFloor = active
       .map((design) => {
-        const ratios = results[design]![size]!.slice(-ROUNDS).map((us, r) => us / floorRounds[r]!);
+        const ratios = results[design]![size]!.map((us, r) => us / floorRounds[r]!);
         return `${design} ${median(ratios).toFixed(2)}× it (rounds ${ratios.map((x) => x.toFixed(2)).join(', ')})`;
       })
       .join('; ');

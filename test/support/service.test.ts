@@ -1,6 +1,5 @@
 // The service fixture cleans up after a start that fails: the database it made for the service is dropped, so a refused start leaves nothing behind on the shared PostgreSQL.
 import { createServer, type Server } from 'node:net';
-import pg from 'pg';
 import { expect, test, vi } from 'vitest';
 import type * as PgSupport from './pg.js';
 
@@ -19,16 +18,10 @@ vi.mock('./pg.js', async (importOriginal) => {
 });
 
 const { startTestService } = await import('./service.js');
-const { TEST_PG_HOST, TEST_PG_PORT } = await import('./pg.js');
+const { withAdminClient } = await import('./pg.js');
 
 async function exists(name: string): Promise<boolean> {
-  const c = new pg.Client({ host: TEST_PG_HOST, port: TEST_PG_PORT, user: 'postgres', database: 'postgres' });
-  await c.connect();
-  try {
-    return (await c.query('select 1 from pg_database where datname = $1', [name])).rowCount === 1;
-  } finally {
-    await c.end();
-  }
+  return withAdminClient(async (c) => (await c.query('select 1 from pg_database where datname = $1', [name])).rowCount === 1);
 }
 
 test('a start whose configuration is refused drops the database it made', async () => {

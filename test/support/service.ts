@@ -55,7 +55,15 @@ async function viaPooler(database: TestDatabase): Promise<Record<string, string>
   if (process.env.GH_TEST_CONTROL_POOLER !== 'pgbouncer') return {};
   pooler ??= startPgBouncer({ poolSize: 10 });
   poolerUsers++;
-  const bouncer = await pooler;
+  let bouncer: PgBouncerHandle;
+  try {
+    bouncer = await pooler;
+  } catch (err) {
+    // Not a user after all: the count stays true, and the next service tries a bouncer of its own.
+    poolerUsers--;
+    pooler = null;
+    throw err;
+  }
   return { SERVICE_DATABASE__URL: bouncer.urlOf(database.name), SERVICE_DATABASE__POOLER: 'transaction', SERVICE_DATABASE__DIRECT_URL: database.url };
 }
 
