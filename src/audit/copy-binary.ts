@@ -1,5 +1,6 @@
 // COPY binary-format encoding of audit batches: one tuple per entry, the columns of AUDIT_FIELDS in order, each in its type's binary form; the tuple is also a row's canonical bytes for its seal (docs/decisions/0031).
 import { AUDIT_FIELDS, canonicalJson, entryTimeMs, type AuditEntry } from './entry.js';
+import { rowDigestHex } from './seal.js';
 
 /**
  * The statement a binary batch is streamed into: the partitioned parent, every column named.
@@ -266,8 +267,17 @@ export class BinaryBatchEncoder {
   }
 
   add(e: AuditEntry): void {
-    this.#starts.push(this.#w.off);
-    tuple(this.#w, e);
+    const w = this.#w;
+    this.#starts.push(w.off);
+    const row = acceptedRows.get(e);
+    if (row === undefined) return tuple(w, e);
+    // Encoded when the writer accepted it (encodeAccepted): its bytes, as tuple() would write them again.
+    const { bytes, ms } = row;
+    w.ensure(bytes.length);
+    bytes.copy(w.buf, w.off);
+    w.off += bytes.length;
+    if (ms < w.minMs) w.minMs = ms;
+    if (ms > w.maxMs) w.maxMs = ms;
   }
 
   /** The batch, or null when a text field of an entry holds a NUL or a lone surrogate (auditBinaryBatch). */
@@ -316,6 +326,40 @@ export function binaryParts(batch: AuditBinaryBatch, maxRows: number): Buffer[] 
     a = b;
   }
   return parts;
+}
+
+/** An accepted entry's tuple, its time and its seal digest (rowDigestHex of the tuple), made once (encodeAccepted). */
+interface AcceptedRow {
+  readonly bytes: Buffer;
+  readonly ms: number;
+  readonly digestHex: string;
+}
+
+/**
+ * Rows encoded when the writer accepted their entries, by entry. A batch used to encode and digest its 500 entries
+ * when it was stored: ≈ 2 µs each, in slices of 64 that each held the event loop for ≈ 0.2 ms, and the requests that
+ * arrived meanwhile waited them out (the slow statements of the wire's unqueued probe came in bursts, one burst per
+ * stored batch). Encoded one at a time as accepted, each request pays for its own entry and the batch only copies
+ * bytes (docs/decisions/0029, "Encoded as accepted"). Weak: an entry dropped or stored lets its row go with it.
+ */
+const acceptedRows = new WeakMap<AuditEntry, AcceptedRow>();
+
+/**
+ * Encodes and digests a valid entry (assertValidEntry) the writer has just accepted, for the batch that stores it. The
+ * entry must not change afterwards: its row is what was accepted. An entry PostgreSQL's text would refuse (a NUL, a
+ * lone surrogate) is left to its batch, which stores it with those characters replaced (storableEntry).
+ */
+export function encodeAccepted(e: AuditEntry): void {
+  const w = new Writer(512);
+  tuple(w, e);
+  if (w.unstorable) return;
+  const bytes = w.buf.subarray(0, w.off);
+  acceptedRows.set(e, { bytes, ms: w.minMs, digestHex: rowDigestHex(bytes) });
+}
+
+/** rowDigestHex of an entry's tuple: the one made when it was accepted, or made now. */
+export function tupleDigestHex(e: AuditEntry, tupleBytes: Uint8Array): string {
+  return acceptedRows.get(e)?.digestHex ?? rowDigestHex(tupleBytes);
 }
 
 /** One entry's tuple bytes, its canonical form for the seal (verify.ts encodes rows read back with it). */

@@ -3,11 +3,11 @@ import { sql } from 'kysely';
 import type { Kysely } from 'kysely';
 import type { CopyIn } from '../store/copy.js';
 import { setImmediate } from 'node:timers/promises';
-import { AUDIT_COPY_BINARY_STATEMENT, BinaryBatchEncoder, auditTuple, binaryParts, type AuditBinaryBatch } from './copy-binary.js';
+import { AUDIT_COPY_BINARY_STATEMENT, BinaryBatchEncoder, auditTuple, binaryParts, tupleDigestHex, type AuditBinaryBatch } from './copy-binary.js';
 import { AUDIT_FIELDS, hasUnstorableEscape, storableEntry, type AuditEntry } from './entry.js';
 import { ensurePartitionsFor } from './partitions.js';
 import type { AuditCopyTargets } from './copy-target.js';
-import { SEAL_INSERT_COLUMNS, rowDigestHex, sealInsertSql, type LocatedSeal, type SealChain } from './seal.js';
+import { SEAL_INSERT_COLUMNS, sealInsertSql, type LocatedSeal, type SealChain } from './seal.js';
 
 const COLUMNS = sql.raw(AUDIT_FIELDS.join(', '));
 
@@ -165,7 +165,7 @@ export async function copySealed(
   if (chain) {
     const { tuples } = batch;
     const digests = new Array<string>(tuples.length);
-    await inSlices(tuples.length, (i) => (digests[i] = rowDigestHex(tuples[i]!)));
+    await inSlices(tuples.length, (i) => (digests[i] = tupleDigestHex(entries[i]!, tuples[i]!)));
     seal = chain.sealDigests(entries, digests);
   }
   const data = binaryParts(batch, opts.partRows ?? AUDIT_COPY_PART_ROWS);

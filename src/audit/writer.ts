@@ -8,6 +8,7 @@ import type { AuditLogger } from './context.js';
 import { assertValidEntry, type AuditEntry } from './entry.js';
 import { AUDIT_ACCEPTED } from './port.js';
 import { copySealed, insertSealed } from './insert.js';
+import { encodeAccepted } from './copy-binary.js';
 import { AuditCopyTargets } from './copy-target.js';
 import { SealChains, type BatchSeal, type SealChain } from './seal.js';
 import type { CopyIn } from '../store/copy.js';
@@ -176,6 +177,8 @@ export class AuditWriter implements AuditPort {
   write(entry: AuditEntry): Promise<void> {
     assertValidEntry(entry);
     if (this.#closing) return Promise.reject(unavailable('writer closed'));
+    // Its batch copies the row made now instead of encoding 500 at once (copy-binary.ts, encodeAccepted).
+    encodeAccepted(entry);
     return this.mode === 'strict' ? this.#writeStrict(entry) : this.#writeBuffered(entry);
   }
 

@@ -4,11 +4,11 @@ import fc from 'fast-check';
 import { sql } from 'kysely';
 import type { Kysely } from 'kysely';
 import { auditCopyLine } from '../../src/audit/copy-text.js';
-import { AUDIT_COPY_BINARY_STATEMENT, auditBinaryBatch, auditTuple } from '../../src/audit/copy-binary.js';
+import { AUDIT_COPY_BINARY_STATEMENT, auditBinaryBatch, auditTuple, encodeAccepted, tupleDigestHex } from '../../src/audit/copy-binary.js';
 import pgCopy from 'pg-copy-streams';
 import { AUDIT_CACHE_OUTCOMES, AUDIT_CHANNELS, AUDIT_DECISIONS, AUDIT_FIELDS, assertValidEntry, newAuditId, type AuditEntry } from '../../src/audit/entry.js';
 import { copyAuditEntries, copySealed, ENCODE_SLICE, insertAuditEntries } from '../../src/audit/insert.js';
-import { SealChain } from '../../src/audit/seal.js';
+import { SealChain, rowDigestHex } from '../../src/audit/seal.js';
 import { listPartitions, monthStart } from '../../src/audit/partitions.js';
 import { AuditWriter } from '../../src/audit/writer.js';
 import { verifyAudit } from '../../src/audit/verify.js';
@@ -241,6 +241,39 @@ describe('COPY against the JSON insert (property)', () => {
     expect(copied).toBeGreaterThan(runs / 2);
     expect(replaced).toBeGreaterThan(0);
   }, 120_000);
+});
+
+describe('entries encoded as accepted (property)', () => {
+  it('a batch of entries encoded when the writer accepted them, all, some or none, is byte for byte the batch encoded at once', () => {
+    fc.assert(
+      fc.property(fc.array(fc.tuple(entryArb, fc.boolean()), { minLength: 1, maxLength: 8 }), (generated) => {
+        const fresh = generated.map(([e]) => ({ ...e, id: newAuditId(Date.parse(e.ts)) }));
+        for (const e of fresh) assertValidEntry(e);
+        const accepted = fresh.map((e) => structuredClone(e));
+        generated.forEach(([, early], i) => early && encodeAccepted(accepted[i]!));
+        const once = auditBinaryBatch(fresh);
+        const ahead = auditBinaryBatch(accepted);
+        expect(ahead).toEqual(once);
+        if (once === null) return;
+        accepted.forEach((e, i) => expect(tupleDigestHex(e, ahead!.tuples[i]!)).toBe(rowDigestHex(once.tuples[i]!)));
+      }),
+      { numRuns: 300 },
+    );
+  });
+
+  it('stores the entry as it was accepted, and leaves one PostgreSQL would refuse to its batch', () => {
+    const e = makeEntry({ path: '/as-accepted', bytes_out: 7 });
+    encodeAccepted(e);
+    const stored = auditTuple(e);
+    // Changed after it was accepted (which the writer's callers must not do): the row made at acceptance is stored.
+    const changed = Object.assign(e, { path: '/changed', bytes_out: 8 });
+    expect(auditBinaryBatch([changed])!.tuples[0]).toEqual(stored);
+    expect(tupleDigestHex(changed, auditTuple(changed))).toBe(rowDigestHex(stored));
+
+    const poisoned = makeEntry({ path: '/nul\u0000' });
+    encodeAccepted(poisoned);
+    expect(auditBinaryBatch([makeEntry(), poisoned])).toBeNull();
+  });
 });
 
 // ---------------------------------------------------------------------------------------------
