@@ -44,7 +44,7 @@ function storedRequestOf(req: GovernedRequest): StoredRequest {
     if (v !== undefined) headers[name] = v;
   }
   const t = req.httpTarget!;
-  return { kind: 'http', method: a.method, raw_target: a.rawTarget, url: t.url.toString(), path: t.path, query: t.query, headers, body_b64: a.body ? a.body.toString('base64') : null };
+  return { kind: 'http', method: a.method, raw_target: a.rawTarget, url: t.url.href, path: t.path, query: t.query, headers, body_b64: a.body ? a.body.toString('base64') : null };
 }
 
 /** What approvers see: SQL with literals replaced, or the method and path; never a query string, header or raw body. */

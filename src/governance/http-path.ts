@@ -72,10 +72,18 @@ export interface ResolveProxyTargetInput {
 }
 
 /**
- * An upstream URL as placeUnderBase shares it among the requests that name it: every part readable, none settable,
- * and no `searchParams` (whose methods would change it in place for every request of that target).
+ * An upstream URL as placeUnderBase answers it: the parts a request to it reads, frozen (the URL of a repeated target
+ * is shared by the requests that name it). Always http(s), beneath its base, with no credentials and no fragment.
  */
-export type PlacedUrl = Readonly<Omit<URL, 'searchParams'>>;
+export interface PlacedUrl {
+  readonly href: string;
+  readonly origin: string;
+  readonly protocol: string;
+  readonly hostname: string;
+  readonly pathname: string;
+  /** `?` and the query as forwarded, or '' without one. */
+  readonly search: string;
+}
 
 export type ResolveProxyTargetResult =
   | {
@@ -154,14 +162,35 @@ export function checkProxyPath(input: { rawUrl: string; sourceId: string; prefix
 
 /** The source's base URL is the containment boundary (spec §4 rule 3): the upstream URL of a checked path beneath it. */
 export function placeUnderBase(checked: CheckedProxyPath, baseUrl: string): ResolveProxyTargetResult {
-  const key = `${baseUrl}\u0000${checked.canonical}\u0000${checked.query}`;
-  const url = placedUrls.get(key) ?? placedUrls.keep(key, upstreamUrl(checked, baseUrl));
-  if (typeof url === 'string') return reject(url);
-  return { ok: true, url, path: checked.path, query: checked.query, deeperPaths: checked.deeperPaths };
+  const { query } = checked;
+  // A query the URL parser keeps as it is goes after the URL placed for the path alone: a stream of unique queries
+  // (an agent paging, searching) places each path once instead of parsing every URL (docs/decisions/0028, "placing
+  // the path").
+  const plain = query === '' || !QUERY_ENCODED.test(query);
+  const key = `${baseUrl}\u0000${checked.canonical}\u0000${plain ? '' : query}`;
+  const placed = placedUrls.get(key) ?? placedUrls.keep(key, upstreamUrl(checked.canonical, plain ? '' : query, baseUrl));
+  if (typeof placed === 'string') return reject(placed);
+  const url = plain && query !== '' ? withQuery(placed, query) : placed;
+  return { ok: true, url, path: checked.path, query, deeperPaths: checked.deeperPaths };
 }
 
 /**
- * Upstream URLs already placed, by base URL, canonical path and query, which alone decide it (a pure function): a
+ * What the WHATWG URL parser percent-encodes in the query of an http(s) URL, of the characters checkQuery lets through
+ * (the special-query percent-encode set: `"`, `'`, `<`, `>`; controls, space, `#` and non-ASCII are refused before).
+ * A query without them is its URL's search as it stands.
+ */
+const QUERY_ENCODED = /["'<>]/;
+
+/** `placed` (no query of its own) with a query the parser would keep as it is. */
+function withQuery(placed: PlacedUrl, query: string): PlacedUrl {
+  const search = `?${query}`;
+  // Its own request's: not shared, so not frozen.
+  return { href: placed.href + search, origin: placed.origin, protocol: placed.protocol, hostname: placed.hostname, pathname: placed.pathname, search };
+}
+
+/**
+ * Upstream URLs already placed, by base URL, canonical path and a query the parser would encode (a plain query is
+ * added after, withQuery), which alone decide it (a pure function): a
  * repeated request (every cache hit) does not parse its URL again (docs/decisions/0028, "placing the path"). Each
  * URL is shared by the requests that name it, so nothing may change one: it is read, never written. Bounded by
  * count and key length; cleared when full. The key is one-to-one: neither a canonical path nor a checked query holds
@@ -169,25 +198,26 @@ export function placeUnderBase(checked: CheckedProxyPath, baseUrl: string): Reso
  */
 const placedUrls = new BoundedMemo<PlacedUrl | PathRejectReason>(256, 1_024);
 
-function upstreamUrl(checked: CheckedProxyPath, baseUrl: string): PlacedUrl | PathRejectReason {
+function upstreamUrl(canonical: string, query: string, baseUrl: string): PlacedUrl | PathRejectReason {
   const base = parsedBase(baseUrl);
   if (base === null) return 'base_url_invalid';
   // Empty remainder means the base URL itself, exactly as configured (with or without its trailing slash).
-  const upstreamPath = checked.canonical === '' ? base.pathname : base.pathTrimmed + checked.canonical;
+  const upstreamPath = canonical === '' ? base.pathname : base.pathTrimmed + canonical;
   let url: URL;
   try {
     url = new URL(upstreamPath, base.origin);
   } catch {
     return 'containment';
   }
-  if (checked.query !== '') url.search = checked.query;
+  // The setter drops one leading `?`: given its own, a query that begins with `?` is forwarded as received.
+  if (query !== '') url.search = `?${query}`;
 
   // Defence in depth: whatever the checks above missed, the result must stay beneath the base.
   if (url.origin !== base.origin || url.username !== '' || url.password !== '' || url.hash !== '') return 'containment';
   if (url.pathname !== base.pathname && url.pathname !== base.pathTrimmed + '/' && !url.pathname.startsWith(base.pathTrimmed + '/')) {
     return 'containment';
   }
-  return url;
+  return Object.freeze({ href: url.href, origin: url.origin, protocol: url.protocol, hostname: url.hostname, pathname: url.pathname, search: url.search });
 }
 
 /** Resolves a raw proxy request target against a source's base URL: checkProxyPath, then placeUnderBase. Pure; never throws. */

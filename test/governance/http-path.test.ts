@@ -83,6 +83,31 @@ describe('placeUnderBase: a target placed again answers as the first time', () =
     );
   });
 
+  it('a query goes where the URL parser would put it, whichever characters it holds', () => {
+    // Every character checkQuery lets through, those the parser percent-encodes (`"`, `'`, `<`, `>`) among them: a
+    // plain query is added after the URL placed for the path alone, any other is placed with the parser.
+    const printable = fc.integer({ min: 0x21, max: 0x7e }).filter((c) => c !== 0x23).map((c) => String.fromCharCode(c));
+    const anyQuery = fc.oneof(fc.array(printable, { maxLength: 12 }).map((a) => a.join('')), fc.constantFrom('a=1', "q='x'", 'a=<b>', 'x="y"&z=%22', '??', '%zz'));
+    fc.assert(
+      fc.property(fc.constantFrom(...bases), fc.array(piece, { maxLength: 6 }), anyQuery, (base, parts, q) => {
+        const rawPath = '/proxy/src1/' + parts.join('');
+        const withQ = resolveProxyTarget({ rawUrl: `${rawPath}?${q}`, sourceId: 'src1', baseUrl: base });
+        const alone = resolveProxyTarget({ rawUrl: rawPath, sourceId: 'src1', baseUrl: base });
+        if (!alone.ok) return void expect(withQ).toEqual(alone);
+        expect(withQ.ok).toBe(true);
+        if (!withQ.ok) return;
+        const parsed = new URL(alone.url.href);
+        // As received: the setter drops one leading `?`, so a query that begins with one is given its own.
+        if (q !== '') parsed.search = `?${q}`;
+        const { href, origin, protocol, hostname, pathname, search } = parsed;
+        expect({ ...withQ.url }).toEqual({ href, origin, protocol, hostname, pathname, search });
+        expect(withQ.query).toBe(q);
+        expect(withQ.path).toBe(alone.path);
+      }),
+      { numRuns: 2_000 },
+    );
+  });
+
   it('more targets than it remembers, and a key too long to remember, are placed all the same', () => {
     for (let round = 0; round < 2; round++) {
       for (let i = 0; i < 2_500; i++) {
