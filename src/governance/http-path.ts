@@ -152,7 +152,7 @@ export function checkProxyPath(input: { rawUrl: string; sourceId: string; prefix
   const remainder = pathPart.slice(head.length);
   if (remainder !== '' && remainder[0] !== '/') return reject('source_mismatch');
 
-  const checked = checkRemainder(remainder);
+  const checked = checkedRemainders.get(remainder) ?? checkedRemainders.keep(remainder, checkRemainder(remainder));
   if (typeof checked === 'string') return reject(checked);
 
   const queryProblem = checkQuery(query);
@@ -262,9 +262,16 @@ function parseBaseUrl(raw: string): ParsedBase | null {
   return { url, origin: url.origin, pathname, pathTrimmed: pathname.endsWith('/') ? pathname.slice(0, -1) : pathname };
 }
 
+/**
+ * Remainders already checked (checkRemainder, a pure function of the remainder alone): a repeated path (every cache
+ * hit; every miss that differs only in its query) is not decoded and checked again. The answers are shared, so they
+ * are frozen. Bounded as placedUrls is.
+ */
+const checkedRemainders = new BoundedMemo<Readonly<{ canonical: string; decoded: string; deeper: readonly string[] }> | PathRejectReason>(256, 1_024);
+
 /** Validates the remainder; returns its canonical raw form (for the URL) and decoded form (for matching), or a reason. */
-function checkRemainder(remainder: string): { canonical: string; decoded: string; deeper: string[] } | PathRejectReason {
-  if (remainder === '' || remainder === '/') return { canonical: remainder === '' ? '' : '/', decoded: '/', deeper: [] };
+function checkRemainder(remainder: string): Readonly<{ canonical: string; decoded: string; deeper: readonly string[] }> | PathRejectReason {
+  if (remainder === '' || remainder === '/') return Object.freeze({ canonical: remainder === '' ? '' : '/', decoded: '/', deeper: NO_DEEPER });
 
   // Raw characters first: the cheapest and most important filter.
   let escaped = false;
@@ -316,8 +323,10 @@ function checkRemainder(remainder: string): { canonical: string; decoded: string
   for (let level = 2; level <= depth; level++) {
     deeper.push('/' + decoded.map((d, i) => nested[i]![Math.min(level, nested[i]!.length + 1) - 2] ?? d).join('/'));
   }
-  return { canonical: '/' + canonical.join('/'), decoded: '/' + decoded.join('/'), deeper };
+  return Object.freeze({ canonical: '/' + canonical.join('/'), decoded: '/' + decoded.join('/'), deeper: deeper.length === 0 ? NO_DEEPER : Object.freeze(deeper) });
 }
+
+const NO_DEEPER: readonly string[] = Object.freeze([]);
 
 /**
  * A segment of a remainder without any `%`, after the raw scan: only ASCII pchars, so it is its own decoded and

@@ -48,14 +48,15 @@ describe('resolveProxyTarget: containment property', () => {
 });
 
 describe('placeUnderBase: a target placed again answers as the first time', () => {
-  // Upstream URLs are remembered by base URL, canonical path and query (docs/decisions/0028, "placing the path").
+  // Upstream URLs are remembered by base URL, canonical path and query, and checked remainders by remainder
+  // (docs/decisions/0028, "placing the path").
   const bases = [DEFAULT_BASE_URL, 'https://other.example:8443/v2', 'http://10.0.0.7/', 'ftp://not-http.example/'];
   const piece = fc.constantFrom('a', 'B', '/', '%2e', '%41', '%25', ':', '@', '~', '-', '_', '%C3%A9', '..', ';');
   const query = fc.constantFrom('', '?', '?B', '?a=1', '?a=2', '?a=1&b=%20', '?x=%2e%2e', '?q=' + 'z'.repeat(1_100));
   const target = fc.record({ base: fc.constantFrom(...bases), parts: fc.array(piece, { maxLength: 8 }), query });
   const expected = (t: { base: string; parts: string[]; query: string }) => {
     const r = resolveProxyTarget({ rawUrl: '/proxy/src1/' + t.parts.join('') + t.query, sourceId: 'src1', baseUrl: t.base });
-    return r.ok ? { href: r.url.href, path: r.path, query: r.query } : { reason: r.reason };
+    return r.ok ? { href: r.url.href, path: r.path, query: r.query, deeper: [...r.deeperPaths] } : { reason: r.reason };
   };
 
   it('the same answer, whatever was placed in between, and each beneath its own base', () => {
