@@ -266,13 +266,13 @@ export class BinaryBatchEncoder {
     this.#w.off = HEADER.length;
   }
 
-  add(e: AuditEntry): void {
+  /** Adds an entry: the row made when it was accepted (encodeAccepted) when there is one, else encoded now. */
+  add(e: AuditEntry, accepted?: AcceptedRow | null): void {
     const w = this.#w;
     this.#starts.push(w.off);
-    const row = acceptedRows.get(e);
-    if (row === undefined) return tuple(w, e);
-    // Encoded when the writer accepted it (encodeAccepted): its bytes, as tuple() would write them again.
-    const { bytes, ms } = row;
+    if (accepted === undefined || accepted === null) return tuple(w, e);
+    // Its bytes, as tuple() would write them again.
+    const { bytes, ms } = accepted;
     w.ensure(bytes.length);
     bytes.copy(w.buf, w.off);
     w.off += bytes.length;
@@ -302,9 +302,9 @@ export class BinaryBatchEncoder {
  * surrogate, which PostgreSQL's text refuses and UTF-8 would silently turn into U+FFFD: such a batch is stored with
  * those characters replaced (storableEntry), as the insert path stores it.
  */
-export function auditBinaryBatch(entries: readonly AuditEntry[]): AuditBinaryBatch | null {
+export function auditBinaryBatch(entries: readonly AuditEntry[], accepted?: readonly (AcceptedRow | null)[]): AuditBinaryBatch | null {
   const encoder = new BinaryBatchEncoder(entries.length);
-  for (let i = 0; i < entries.length; i++) encoder.add(entries[i]!);
+  for (let i = 0; i < entries.length; i++) encoder.add(entries[i]!, accepted?.[i]);
   return encoder.finish();
 }
 
@@ -328,39 +328,51 @@ export function binaryParts(batch: AuditBinaryBatch, maxRows: number): Buffer[] 
   return parts;
 }
 
-/** An accepted entry's tuple, its time and its seal digest (rowDigestHex of the tuple), made once (encodeAccepted). */
-interface AcceptedRow {
+/**
+ * An entry's row made when the audit writer accepted it (encodeAccepted): its tuple, its time and its seal digest
+ * (rowDigestHex of the tuple). The writer keeps it beside its entry, and the batch that stores the entry copies it.
+ */
+export interface AcceptedRow {
   readonly bytes: Buffer;
   readonly ms: number;
   readonly digestHex: string;
 }
 
 /**
- * Rows encoded when the writer accepted their entries, by entry. A batch used to encode and digest its 500 entries
- * when it was stored: ≈ 2 µs each, in slices of 64 that each held the event loop for ≈ 0.2 ms, and the requests that
- * arrived meanwhile waited them out (the slow statements of the wire's unqueued probe came in bursts, one burst per
- * stored batch). Encoded one at a time as accepted, each request pays for its own entry and the batch only copies
- * bytes (docs/decisions/0029, "Encoded as accepted"). Weak: an entry dropped or stored lets its row go with it.
+ * Encodes and digests a valid entry (assertValidEntry) the writer has just accepted, for the batch that will store it,
+ * or answers null for one PostgreSQL's text would refuse (a NUL, a lone surrogate), which its batch stores with those
+ * characters replaced (storableEntry). A batch used to encode and digest its 500 entries when it was stored: ≈ 2 µs
+ * each, in slices of 64 that each held the event loop for ≈ 0.2 ms, and the requests that arrived meanwhile waited
+ * them out (the slow statements of the wire's unqueued probe came in bursts, one burst per stored batch). Encoded as
+ * accepted, each request pays for its own entry and the batch copies bytes (docs/decisions/0029, "Encoded as
+ * accepted"). The entry must not change afterwards: its row is what was accepted.
  */
-const acceptedRows = new WeakMap<AuditEntry, AcceptedRow>();
-
-/**
- * Encodes and digests a valid entry (assertValidEntry) the writer has just accepted, for the batch that stores it. The
- * entry must not change afterwards: its row is what was accepted. An entry PostgreSQL's text would refuse (a NUL, a
- * lone surrogate) is left to its batch, which stores it with those characters replaced (storableEntry).
- */
-export function encodeAccepted(e: AuditEntry): void {
-  const w = new Writer(512);
-  tuple(w, e);
-  if (w.unstorable) return;
-  const bytes = w.buf.subarray(0, w.off);
-  acceptedRows.set(e, { bytes, ms: w.minMs, digestHex: rowDigestHex(bytes) });
+export function encodeAccepted(e: AuditEntry): AcceptedRow | null {
+  // Rows are written one after another into a shared slab, each kept as a view of it: a buffer of its own per entry
+  // cost more than the encoding saved. A slab nearly full is left to the rows that view it.
+  if (slab.off > SLAB_BYTES - SLAB_ROOM) slab = new Writer(SLAB_BYTES);
+  const w = slab;
+  const start = w.off;
+  w.unstorable = false;
+  w.minMs = Number.POSITIVE_INFINITY;
+  try {
+    tuple(w, e);
+  } catch (error) {
+    w.off = start;
+    throw error;
+  }
+  if (w.unstorable) {
+    w.off = start;
+    return null;
+  }
+  const bytes = w.buf.subarray(start, w.off);
+  return { bytes, ms: w.minMs, digestHex: rowDigestHex(bytes) };
 }
 
-/** rowDigestHex of an entry's tuple: the one made when it was accepted, or made now. */
-export function tupleDigestHex(e: AuditEntry, tupleBytes: Uint8Array): string {
-  return acceptedRows.get(e)?.digestHex ?? rowDigestHex(tupleBytes);
-}
+/** The slab accepted rows are written into (encodeAccepted), and the room a row is expected to fit in. */
+const SLAB_BYTES = 64 * 1024;
+const SLAB_ROOM = 4 * 1024;
+let slab = new Writer(SLAB_BYTES);
 
 /** One entry's tuple bytes, its canonical form for the seal (verify.ts encodes rows read back with it). */
 export function auditTuple(e: AuditEntry): Buffer {

@@ -3,11 +3,11 @@ import { sql } from 'kysely';
 import type { Kysely } from 'kysely';
 import type { CopyIn } from '../store/copy.js';
 import { setImmediate } from 'node:timers/promises';
-import { AUDIT_COPY_BINARY_STATEMENT, BinaryBatchEncoder, auditTuple, binaryParts, tupleDigestHex, type AuditBinaryBatch } from './copy-binary.js';
+import { AUDIT_COPY_BINARY_STATEMENT, BinaryBatchEncoder, auditTuple, binaryParts, type AcceptedRow, type AuditBinaryBatch } from './copy-binary.js';
 import { AUDIT_FIELDS, hasUnstorableEscape, storableEntry, type AuditEntry } from './entry.js';
 import { ensurePartitionsFor } from './partitions.js';
 import type { AuditCopyTargets } from './copy-target.js';
-import { SEAL_INSERT_COLUMNS, sealInsertSql, type LocatedSeal, type SealChain } from './seal.js';
+import { SEAL_INSERT_COLUMNS, rowDigestHex, sealInsertSql, type LocatedSeal, type SealChain } from './seal.js';
 
 const COLUMNS = sql.raw(AUDIT_FIELDS.join(', '));
 
@@ -91,9 +91,9 @@ async function inSlices(n: number, each: (i: number) => void): Promise<void> {
 }
 
 /** auditBinaryBatch, letting the event loop turn every ENCODE_SLICE entries. */
-async function encodeBatch(entries: readonly AuditEntry[]): Promise<AuditBinaryBatch | null> {
+async function encodeBatch(entries: readonly AuditEntry[], accepted: readonly (AcceptedRow | null)[] | undefined): Promise<AuditBinaryBatch | null> {
   const encoder = new BinaryBatchEncoder(entries.length);
-  await inSlices(entries.length, (i) => encoder.add(entries[i]!));
+  await inSlices(entries.length, (i) => encoder.add(entries[i]!, accepted?.[i]));
   return encoder.finish();
 }
 
@@ -146,6 +146,8 @@ export async function copyAuditEntries(
 export interface CopyOptions {
   targets?: AuditCopyTargets;
   partRows?: number;
+  /** The rows made when the writer accepted the entries (encodeAccepted), one per entry in order (null: none made). */
+  accepted?: readonly (AcceptedRow | null)[];
 }
 
 /** copyAuditEntries, answering the seal it stored too. */
@@ -155,17 +157,20 @@ export async function copySealed(
 ): Promise<{ stored: number; seal: LocatedSeal | null }> {
   if (entries.length === 0) return { stored: 0, seal: null };
   // A batch COPY cannot carry unchanged holds a NUL or a lone surrogate: it is stored with them replaced.
-  let batch = await encodeBatch(entries);
+  let accepted = opts.accepted;
+  let batch = await encodeBatch(entries, accepted);
   if (batch === null) {
+    // The rows accepted were made of the entries as they were: the storable copies are encoded afresh.
     entries = entries.map(storableEntry);
-    batch = await encodeBatch(entries);
+    accepted = undefined;
+    batch = await encodeBatch(entries, accepted);
     if (batch === null) return insertSealed(db, entries, chain);
   }
   let seal: LocatedSeal | null = null;
   if (chain) {
     const { tuples } = batch;
     const digests = new Array<string>(tuples.length);
-    await inSlices(tuples.length, (i) => (digests[i] = tupleDigestHex(entries[i]!, tuples[i]!)));
+    await inSlices(tuples.length, (i) => (digests[i] = accepted?.[i]?.digestHex ?? rowDigestHex(tuples[i]!)));
     seal = chain.sealDigests(entries, digests);
   }
   const data = binaryParts(batch, opts.partRows ?? AUDIT_COPY_PART_ROWS);

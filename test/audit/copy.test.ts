@@ -4,7 +4,7 @@ import fc from 'fast-check';
 import { sql } from 'kysely';
 import type { Kysely } from 'kysely';
 import { auditCopyLine } from '../../src/audit/copy-text.js';
-import { AUDIT_COPY_BINARY_STATEMENT, auditBinaryBatch, auditTuple, encodeAccepted, tupleDigestHex } from '../../src/audit/copy-binary.js';
+import { AUDIT_COPY_BINARY_STATEMENT, auditBinaryBatch, auditTuple, encodeAccepted } from '../../src/audit/copy-binary.js';
 import pgCopy from 'pg-copy-streams';
 import { AUDIT_CACHE_OUTCOMES, AUDIT_CHANNELS, AUDIT_DECISIONS, AUDIT_FIELDS, assertValidEntry, newAuditId, type AuditEntry } from '../../src/audit/entry.js';
 import { copyAuditEntries, copySealed, ENCODE_SLICE, insertAuditEntries } from '../../src/audit/insert.js';
@@ -247,32 +247,50 @@ describe('entries encoded as accepted (property)', () => {
   it('a batch of entries encoded when the writer accepted them, all, some or none, is byte for byte the batch encoded at once', () => {
     fc.assert(
       fc.property(fc.array(fc.tuple(entryArb, fc.boolean()), { minLength: 1, maxLength: 8 }), (generated) => {
-        const fresh = generated.map(([e]) => ({ ...e, id: newAuditId(Date.parse(e.ts)) }));
-        for (const e of fresh) assertValidEntry(e);
-        const accepted = fresh.map((e) => structuredClone(e));
-        generated.forEach(([, early], i) => early && encodeAccepted(accepted[i]!));
-        const once = auditBinaryBatch(fresh);
-        const ahead = auditBinaryBatch(accepted);
+        const entries = generated.map(([e]) => ({ ...e, id: newAuditId(Date.parse(e.ts)) }));
+        for (const e of entries) assertValidEntry(e);
+        const accepted = entries.map((e, i) => (generated[i]![1] ? encodeAccepted(e) : null));
+        const once = auditBinaryBatch(entries);
+        // A row is made for every entry PostgreSQL's text takes, and for no other.
+        entries.forEach((e, i) => generated[i]![1] && expect(accepted[i] === null).toBe(auditBinaryBatch([e]) === null));
+        const ahead = auditBinaryBatch(entries, accepted);
         expect(ahead).toEqual(once);
         if (once === null) return;
-        accepted.forEach((e, i) => expect(tupleDigestHex(e, ahead!.tuples[i]!)).toBe(rowDigestHex(once.tuples[i]!)));
+        accepted.forEach((row, i) => row && expect(row.digestHex).toBe(rowDigestHex(once.tuples[i]!)));
       }),
       { numRuns: 300 },
     );
   });
 
-  it('stores the entry as it was accepted, and leaves one PostgreSQL would refuse to its batch', () => {
+  it('stores the entry as it was accepted, and makes no row of one PostgreSQL would refuse', () => {
     const e = makeEntry({ path: '/as-accepted', bytes_out: 7 });
-    encodeAccepted(e);
+    const row = encodeAccepted(e)!;
     const stored = auditTuple(e);
+    expect(row.bytes).toEqual(stored);
     // Changed after it was accepted (which the writer's callers must not do): the row made at acceptance is stored.
     const changed = Object.assign(e, { path: '/changed', bytes_out: 8 });
-    expect(auditBinaryBatch([changed])!.tuples[0]).toEqual(stored);
-    expect(tupleDigestHex(changed, auditTuple(changed))).toBe(rowDigestHex(stored));
+    expect(auditBinaryBatch([changed], [row])!.tuples[0]).toEqual(stored);
+    expect(encodeAccepted(makeEntry({ path: '/nul\u0000' }))).toBeNull();
+  });
 
-    const poisoned = makeEntry({ path: '/nul\u0000' });
-    encodeAccepted(poisoned);
-    expect(auditBinaryBatch([makeEntry(), poisoned])).toBeNull();
+  it('batches the writer stores from accepted rows hold every entry and verify, one with an entry that needed replacing too', async () => {
+    const spool = await tempSpoolDir();
+    const writer = new AuditWriter({ db, copyIn, config: auditConfig({ durability_mode: 'buffered', batch_size: 50, spool: { dir: spool.dir } }), logger: recordingLogger() });
+    // An hour ahead, so the verified range holds these rows alone.
+    const base = Date.now() + 3_600_000;
+    const written = Array.from({ length: 120 }, (_, i) => makeEntry({ request_id: `accepted-${i}`, ts: new Date(base + i).toISOString(), path: i === 77 ? '/p/\u0000' : `/p/${i}` }));
+    try {
+      await writer.start();
+      for (const e of written) await writer.write(e);
+    } finally {
+      await writer.close();
+      await spool.remove();
+    }
+    const { rows } = await sql<{ path: string }>`select path from audit_entries where request_id like 'accepted-%' order by ts`.execute(db);
+    expect(rows.map((r) => r.path)).toEqual(written.map((_, i) => (i === 77 ? '/p/\uFFFD' : `/p/${i}`)));
+    const report = await verifyAudit(db, { from: new Date(base - 1), to: new Date(base + 1_000) });
+    expect(report.problems).toEqual([]);
+    expect(report.rows_checked).toBe(written.length);
   });
 });
 
