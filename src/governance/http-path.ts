@@ -72,8 +72,9 @@ export interface ResolveProxyTargetInput {
 }
 
 /**
- * An upstream URL as placeUnderBase answers it: the parts a request to it reads, frozen (the URL of a repeated target
- * is shared by the requests that name it). Always http(s), beneath its base, with no credentials and no fragment.
+ * An upstream URL as placeUnderBase answers it: the parts a request to it reads, read only (the URL of a repeated
+ * target is shared by the requests that name it, and frozen). Always http(s), beneath its base, with no credentials
+ * and no fragment.
  */
 export interface PlacedUrl {
   readonly href: string;
@@ -166,7 +167,7 @@ export function placeUnderBase(checked: CheckedProxyPath, baseUrl: string): Reso
   // A query the URL parser keeps as it is goes after the URL placed for the path alone: a stream of unique queries
   // (an agent paging, searching) places each path once instead of parsing every URL (docs/decisions/0028, "placing
   // the path").
-  const plain = query === '' || !QUERY_ENCODED.test(query);
+  const plain = query === '' || !QUERY_NOT_PLAIN.test(query);
   const key = `${baseUrl}\u0000${checked.canonical}\u0000${plain ? '' : query}`;
   const placed = placedUrls.get(key) ?? placedUrls.keep(key, upstreamUrl(checked.canonical, plain ? '' : query, baseUrl));
   if (typeof placed === 'string') return reject(placed);
@@ -175,11 +176,12 @@ export function placeUnderBase(checked: CheckedProxyPath, baseUrl: string): Reso
 }
 
 /**
- * What the WHATWG URL parser percent-encodes in the query of an http(s) URL, of the characters checkQuery lets through
- * (the special-query percent-encode set: `"`, `'`, `<`, `>`; controls, space, `#` and non-ASCII are refused before).
- * A query without them is its URL's search as it stands.
+ * A character the WHATWG URL parser would change or cut in the query of an http(s) URL: anything outside `!`–`~`, and
+ * the special-query percent-encode set (`"`, `'`, `<`, `>`) and `#` within it. checkQuery refuses all but those four
+ * before, but a query is checked here again rather than trusted: one that holds any goes through the parser. A query
+ * without them is its URL's search as it stands.
  */
-const QUERY_ENCODED = /["'<>]/;
+const QUERY_NOT_PLAIN = /[^\x21-\x7e]|["#'<>]/;
 
 /** `placed` (no query of its own) with a query the parser would keep as it is. */
 function withQuery(placed: PlacedUrl, query: string): PlacedUrl {

@@ -1,7 +1,7 @@
 // Path-attack table for resolveProxyTarget: every traversal and smuggling family is refused with its reason; legitimate targets map to the expected upstream URL.
 import { describe, expect, it } from 'vitest';
 import fc from 'fast-check';
-import { PATH_REJECT_REASONS, resolveProxyTarget } from '../../src/governance/http-path.js';
+import { PATH_REJECT_REASONS, placeUnderBase, resolveProxyTarget } from '../../src/governance/http-path.js';
 import { DEFAULT_BASE_URL, DEFAULT_SOURCE_ID, pathCases } from '../gateway/proxy/path-table.js';
 
 describe('resolveProxyTarget: path-attack table', () => {
@@ -107,6 +107,16 @@ describe('placeUnderBase: a target placed again answers as the first time', () =
       }),
       { numRuns: 2_000 },
     );
+  });
+
+  it('a query that reached placeUnderBase without checkQuery is still placed as the parser places it, never raw', () => {
+    // checkProxyPath refuses these before; placeUnderBase does not rely on it.
+    for (const q of ['a b', 'a\tb', 'x#y', 'é=1', 'a\u0000', '\u2028', 'ok=1&"x"', '?lead']) {
+      const r = placeUnderBase({ canonical: '/x', path: '/x', query: q, deeperPaths: [] }, DEFAULT_BASE_URL);
+      const parsed = new URL('/base/x', DEFAULT_BASE_URL);
+      parsed.search = `?${q}`;
+      expect(r.ok && { href: r.url.href, search: r.url.search }).toEqual({ href: parsed.href, search: parsed.search });
+    }
   });
 
   it('more targets than it remembers, and a key too long to remember, are placed all the same', () => {
