@@ -38,6 +38,8 @@ class Writer {
   /** The earliest and latest time written (ms), over every entry of a batch. */
   minMs = Number.POSITIVE_INFINITY;
   maxMs = Number.NEGATIVE_INFINITY;
+  /** The time of the entry written last (ms). */
+  lastMs = Number.NaN;
 
   constructor(size: number) {
     this.buf = Buffer.allocUnsafe(size);
@@ -160,9 +162,15 @@ class Writer {
     this.int32(8);
     const ms = entryTimeMs(iso);
     if (Number.isNaN(ms)) throw new TypeError(`audit entry ts is not an ISO timestamp: ${iso}`);
+    this.sawTime(ms);
+    this.int64((ms - PG_EPOCH_MS) * 1000);
+  }
+
+  /** Counts an entry's time (ms) into the batch's range. */
+  sawTime(ms: number): void {
+    this.lastMs = ms;
     if (ms < this.minMs) this.minMs = ms;
     if (ms > this.maxMs) this.maxMs = ms;
-    this.int64((ms - PG_EPOCH_MS) * 1000);
   }
 
   /** A one-dimensional array without NULLs: header, then each element as a field. */
@@ -267,17 +275,16 @@ export class BinaryBatchEncoder {
   }
 
   /** Adds an entry: the row made when it was accepted (encodeAccepted) when there is one, else encoded now. */
-  add(e: AuditEntry, accepted?: AcceptedRow | null): void {
+  add(e: AuditEntry, accepted: AcceptedRow | null = null): void {
     const w = this.#w;
     this.#starts.push(w.off);
-    if (accepted === undefined || accepted === null) return tuple(w, e);
+    if (accepted === null) return tuple(w, e);
     // Its bytes, as tuple() would write them again.
     const { bytes, ms } = accepted;
     w.ensure(bytes.length);
     bytes.copy(w.buf, w.off);
     w.off += bytes.length;
-    if (ms < w.minMs) w.minMs = ms;
-    if (ms > w.maxMs) w.maxMs = ms;
+    w.sawTime(ms);
   }
 
   /** The batch, or null when a text field of an entry holds a NUL or a lone surrogate (auditBinaryBatch). */
@@ -302,7 +309,7 @@ export class BinaryBatchEncoder {
  * surrogate, which PostgreSQL's text refuses and UTF-8 would silently turn into U+FFFD: such a batch is stored with
  * those characters replaced (storableEntry), as the insert path stores it.
  */
-export function auditBinaryBatch(entries: readonly AuditEntry[], accepted?: readonly (AcceptedRow | null)[]): AuditBinaryBatch | null {
+export function auditBinaryBatch(entries: readonly AuditEntry[], accepted?: AcceptedRows): AuditBinaryBatch | null {
   const encoder = new BinaryBatchEncoder(entries.length);
   for (let i = 0; i < entries.length; i++) encoder.add(entries[i]!, accepted?.[i]);
   return encoder.finish();
@@ -338,6 +345,9 @@ export interface AcceptedRow {
   readonly digestHex: string;
 }
 
+/** The rows of a batch's entries, one per entry in order (null: none was made, the entry is encoded with its batch). */
+export type AcceptedRows = readonly (AcceptedRow | null)[];
+
 /**
  * Encodes and digests a valid entry (assertValidEntry) the writer has just accepted, for the batch that will store it,
  * or answers null for one PostgreSQL's text would refuse (a NUL, a lone surrogate), which its batch stores with those
@@ -354,7 +364,6 @@ export function encodeAccepted(e: AuditEntry): AcceptedRow | null {
   const w = slab;
   const start = w.off;
   w.unstorable = false;
-  w.minMs = Number.POSITIVE_INFINITY;
   try {
     tuple(w, e);
   } catch (error) {
@@ -366,7 +375,7 @@ export function encodeAccepted(e: AuditEntry): AcceptedRow | null {
     return null;
   }
   const bytes = w.buf.subarray(start, w.off);
-  return { bytes, ms: w.minMs, digestHex: rowDigestHex(bytes) };
+  return { bytes, ms: w.lastMs, digestHex: rowDigestHex(bytes) };
 }
 
 /** The slab accepted rows are written into (encodeAccepted), and the room a row is expected to fit in. */

@@ -3,7 +3,7 @@ import { sql } from 'kysely';
 import type { Kysely } from 'kysely';
 import type { CopyIn } from '../store/copy.js';
 import { setImmediate } from 'node:timers/promises';
-import { AUDIT_COPY_BINARY_STATEMENT, BinaryBatchEncoder, auditTuple, binaryParts, type AcceptedRow, type AuditBinaryBatch } from './copy-binary.js';
+import { AUDIT_COPY_BINARY_STATEMENT, BinaryBatchEncoder, auditTuple, binaryParts, type AcceptedRows, type AuditBinaryBatch } from './copy-binary.js';
 import { AUDIT_FIELDS, hasUnstorableEscape, storableEntry, type AuditEntry } from './entry.js';
 import { ensurePartitionsFor } from './partitions.js';
 import type { AuditCopyTargets } from './copy-target.js';
@@ -91,7 +91,7 @@ async function inSlices(n: number, each: (i: number) => void): Promise<void> {
 }
 
 /** auditBinaryBatch, letting the event loop turn every ENCODE_SLICE entries. */
-async function encodeBatch(entries: readonly AuditEntry[], accepted: readonly (AcceptedRow | null)[] | undefined): Promise<AuditBinaryBatch | null> {
+async function encodeBatch(entries: readonly AuditEntry[], accepted: AcceptedRows | undefined): Promise<AuditBinaryBatch | null> {
   const encoder = new BinaryBatchEncoder(entries.length);
   await inSlices(entries.length, (i) => encoder.add(entries[i]!, accepted?.[i]));
   return encoder.finish();
@@ -146,8 +146,8 @@ export async function copyAuditEntries(
 export interface CopyOptions {
   targets?: AuditCopyTargets;
   partRows?: number;
-  /** The rows made when the writer accepted the entries (encodeAccepted), one per entry in order (null: none made). */
-  accepted?: readonly (AcceptedRow | null)[];
+  /** The rows made when the writer accepted the entries (encodeAccepted). */
+  accepted?: AcceptedRows;
 }
 
 /** copyAuditEntries, answering the seal it stored too. */

@@ -8,7 +8,7 @@ import type { AuditLogger } from './context.js';
 import { assertValidEntry, type AuditEntry } from './entry.js';
 import { AUDIT_ACCEPTED } from './port.js';
 import { copySealed, insertSealed } from './insert.js';
-import { encodeAccepted, type AcceptedRow } from './copy-binary.js';
+import { encodeAccepted, type AcceptedRow, type AcceptedRows } from './copy-binary.js';
 import { AuditCopyTargets } from './copy-target.js';
 import { SealChains, type BatchSeal, type SealChain } from './seal.js';
 import type { CopyIn } from '../store/copy.js';
@@ -330,7 +330,7 @@ export class AuditWriter implements AuditPort {
    * mid-replay), so duplicates are expected there, and a COPY would fail on the first one and redo the batch as an
    * insert anyway. Replays are off the request path, where COPY's saving matters.
    */
-  async #insert(entries: AuditEntry[], accepted: (AcceptedRow | null)[]): Promise<void> {
+  async #insert(entries: AuditEntry[], accepted: AcceptedRows): Promise<void> {
     const work = this.#sealed((chain) =>
       this.#copyIn ? copySealed(this.#db, this.#copyIn, entries, this.#insertTimeoutMs, chain, { targets: this.#copyTargets, accepted }) : insertSealed(this.#db, entries, chain),
     );

@@ -187,7 +187,7 @@ const QUERY_NOT_PLAIN = /[^\x21-\x7e]|["#'<>]/;
 function withQuery(placed: PlacedUrl, query: string): PlacedUrl {
   const search = `?${query}`;
   // Its own request's: not shared, so not frozen.
-  return { href: placed.href + search, origin: placed.origin, protocol: placed.protocol, hostname: placed.hostname, pathname: placed.pathname, search };
+  return { ...placed, href: placed.href + search, search };
 }
 
 /**
