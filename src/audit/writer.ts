@@ -257,9 +257,11 @@ export class AuditWriter implements AuditPort {
 
   #writeBuffered(entry: AuditEntry): Promise<void> {
     if (!this.#bufferFull()) {
+      // Its batch copies the row made now instead of encoding 500 at once (copy-binary.ts, encodeAccepted). Made
+      // before either list grows: an entry that cannot be encoded is refused here and leaves the two aligned.
+      const row = encodeAccepted(entry);
       this.#buffer.push(entry);
-      // Its batch copies the row made now instead of encoding 500 at once (copy-binary.ts, encodeAccepted).
-      this.#bufferRows.push(encodeAccepted(entry));
+      this.#bufferRows.push(row);
       if (this.#buffer.length >= this.#cfg.batch_size) this.#kickFlush();
       return AUDIT_ACCEPTED;
     }

@@ -281,7 +281,15 @@ describe('entries encoded as accepted (property)', () => {
     const written = Array.from({ length: 120 }, (_, i) => makeEntry({ request_id: `accepted-${i}`, ts: new Date(base + i).toISOString(), path: i === 77 ? '/p/\u0000' : `/p/${i}` }));
     try {
       await writer.start();
-      for (const e of written) await writer.write(e);
+      for (const e of written) {
+        await writer.write(e);
+        if (e.request_id === 'accepted-30') {
+          // One that passes the entry's checks but cannot be encoded (its change throws when read) is refused at
+          // write, and the entries after it keep their own rows.
+          const unreadable = makeEntry({ request_id: 'unreadable', changes: { after: null, get before(): unknown { throw new Error('unreadable'); } } });
+          expect(() => writer.write(unreadable)).toThrow('unreadable');
+        }
+      }
     } finally {
       await writer.close();
       await spool.remove();
