@@ -22,6 +22,8 @@ export const MAX_AGENT_JWT_LENGTH = 8_192;
 /** How long an identity found by subject is reused; revocations (identity or mapping changes) drop it at once. */
 const IDENTITY_MEMO_MS = 1_000;
 const JWT_SHAPE = /^[A-Za-z0-9_-]{2,}\.[A-Za-z0-9_-]{2,}\.[A-Za-z0-9_-]*$/;
+/** `Bearer ` (any case) and a JWT's shape, read in one pass over the header: the token is most of a JWT hit's bytes. */
+const BEARER_JWT = /^Bearer ([A-Za-z0-9_-]{2,}\.[A-Za-z0-9_-]{2,}\.[A-Za-z0-9_-]*)$/i;
 
 /**
  * Whether a bearer credential is a JWT rather than an API key: three base64url segments whose first decodes to a JSON
@@ -29,6 +31,21 @@ const JWT_SHAPE = /^[A-Za-z0-9_-]{2,}\.[A-Za-z0-9_-]{2,}\.[A-Za-z0-9_-]*$/;
  */
 export function looksLikeJwt(token: string): boolean {
   if (token.length > MAX_AGENT_JWT_LENGTH || !JWT_SHAPE.test(token)) return false;
+  return hasJwtHeader(token);
+}
+
+/**
+ * The JWT of an `Authorization: Bearer <JWT>` header (looksLikeJwt's rule), or null: any other header, an API key
+ * among them, is not one.
+ */
+export function bearerJwt(header: string | undefined): string | null {
+  if (typeof header !== 'string' || header.length > 'Bearer '.length + MAX_AGENT_JWT_LENGTH) return null;
+  const token = BEARER_JWT.exec(header)?.[1];
+  return token !== undefined && hasJwtHeader(token) ? token : null;
+}
+
+/** Whether the first segment of a JWT-shaped token decodes to a JOSE header (a JSON object with a string `alg`). */
+function hasJwtHeader(token: string): boolean {
   const segment = token.slice(0, token.indexOf('.'));
   const known = jwtHeaders.get(segment);
   if (known !== undefined) return known;
@@ -119,16 +136,23 @@ export class AgentJwtAuthenticator {
     });
   }
 
-  /** The identity a JWT identifies. Throws GatehouseError 'unauthenticated' (401 / 28P01) or 'unavailable' (503). */
-  async authenticate(token: string): Promise<AgentIdentity> {
+  /**
+   * The identity a JWT identifies. Rejects with GatehouseError 'unauthenticated' (401 / 28P01) or 'unavailable' (503).
+   * A token verified before whose identity is remembered is answered by one settled promise, without an async frame.
+   */
+  authenticate(token: string): Promise<AgentIdentity> {
     // The one-shot digest: a Hash object per request cost more than the digest itself.
     const digest = hash('sha256', token, 'base64url');
     const now = Date.now();
-    let verified = this.#verified.get(digest);
-    if (verified === undefined || verified.expMs <= now) {
-      verified = await this.#verify(token);
-      this.#verified.set(digest, verified, { ttl: Math.max(1, verified.expMs - now) });
-    }
+    const verified = this.#verified.get(digest);
+    if (verified === undefined || verified.expMs <= now) return this.#verifyThenIdentify(token, digest, now);
+    const remembered = this.#remembered(verified.sub);
+    return remembered !== undefined ? Promise.resolve(remembered) : this.#identity(verified.sub);
+  }
+
+  async #verifyThenIdentify(token: string, digest: string, now: number): Promise<AgentIdentity> {
+    const verified = await this.#verify(token);
+    this.#verified.set(digest, verified, { ttl: Math.max(1, verified.expMs - now) });
     return this.#identity(verified.sub);
   }
 
@@ -161,9 +185,13 @@ export class AgentJwtAuthenticator {
     return { sub, expMs: validUntilMs(payload, this.#deps) };
   }
 
+  /** The identity remembered for a subject: only while revocations reach this process; otherwise every request reads the control store (as key sessions do). */
+  #remembered(sub: string): AgentIdentity | undefined {
+    return this.#deps.feed?.live ? this.#identities.get(sub) : undefined;
+  }
+
   async #identity(sub: string): Promise<AgentIdentity> {
-    // Only while revocations reach this process; otherwise every request reads the control store (as key sessions do).
-    const remembered = this.#deps.feed?.live ? this.#identities.get(sub) : undefined;
+    const remembered = this.#remembered(sub);
     if (remembered !== undefined) return remembered;
     const revision = this.#revision;
     let row;

@@ -3,7 +3,7 @@ import type { Services } from '../runtime/services.js';
 import type { AgentAuthDeps } from './authenticate.js';
 import type { AgentIdentity } from './key-sessions.js';
 import { KeySessionMemo } from './key-sessions.js';
-import { AgentJwtAuthenticator, looksLikeJwt, MAX_AGENT_JWT_LENGTH } from './agent-jwt.js';
+import { AgentJwtAuthenticator, bearerJwt } from './agent-jwt.js';
 import { authenticateAgent } from './authenticate.js';
 import { oidcProviderOf } from '../oidc/index.js';
 
@@ -66,14 +66,6 @@ export function agentAuthDeps(services: Pick<Services, 'db' | 'coord' | 'log' | 
   };
 }
 
-const BEARER_JWT = /^Bearer ([A-Za-z0-9_.-]+)$/i;
-
-/** The token of a `Bearer <JWT-shaped>` header, bounded before the regex runs. */
-function bearerToken(header: string | undefined): string | null {
-  if (typeof header !== 'string' || header.length > 'Bearer '.length + MAX_AGENT_JWT_LENGTH) return null;
-  return BEARER_JWT.exec(header)?.[1] ?? null;
-}
-
 const jwtAuthenticators = new WeakMap<object, AgentJwtAuthenticator | null>();
 
 /**
@@ -111,7 +103,7 @@ export function agentAuthenticator(services: Pick<Services, 'db' | 'coord' | 'lo
   const jwt = agentJwtAuthenticator(services);
   if (jwt === null) return (authorization) => authenticateAgent(keyDeps, authorization);
   return (authorization) => {
-    const token = bearerToken(authorization);
-    return token !== null && looksLikeJwt(token) ? jwt.authenticate(token) : authenticateAgent(keyDeps, authorization);
+    const token = bearerJwt(authorization);
+    return token !== null ? jwt.authenticate(token) : authenticateAgent(keyDeps, authorization);
   };
 }

@@ -3,7 +3,7 @@
 import { execFileSync } from 'node:child_process';
 import { describe, expect, it } from 'vitest';
 import fc from 'fast-check';
-import { looksLikeJwt, MAX_AGENT_JWT_LENGTH } from '../../src/identity/agent-jwt.js';
+import { bearerJwt, looksLikeJwt, MAX_AGENT_JWT_LENGTH } from '../../src/identity/agent-jwt.js';
 
 /** The rule as written before the memo: shape, then the first segment decoded as a JSON object with a string `alg`. */
 function reference(token: string): boolean {
@@ -47,6 +47,36 @@ describe('looksLikeJwt', () => {
         expect(looksLikeJwt(`${without}.eyJzdWIiOiJhIn0.sig`)).toBe(false);
       }
     }
+  });
+});
+
+describe('bearerJwt', () => {
+  /** The rule as it was read in two passes: any bearer token of the JWT alphabet and dots, then looksLikeJwt's. */
+  function twoPasses(header: string): string | null {
+    if (header.length > 'Bearer '.length + MAX_AGENT_JWT_LENGTH) return null;
+    const token = /^Bearer ([A-Za-z0-9_.-]+)$/i.exec(header)?.[1] ?? null;
+    return token !== null && reference(token) ? token : null;
+  }
+  const prefixes = fc.constantFrom('Bearer ', 'bearer ', 'BEARER ', 'BeArEr ', 'Bearer  ', ' Bearer ', 'Bearer\t', 'Basic ', 'Bearer', '', 'Bearerx ');
+  const suffixes = fc.constantFrom('', ' ', '\n', '.', '..', '=', 'é', '\u0000');
+  const keys = fc.constantFrom('gh_live_0123456789abcdefghijklmnopqrstuvwxyzABCD', 'a.b', 'ab.cd.', 'ab.cd.ef.gh', '..', 'x'.repeat(MAX_AGENT_JWT_LENGTH + 1));
+
+  it('answers as the bearer token read first and looksLikeJwt after, for any header', () => {
+    fc.assert(
+      fc.property(prefixes, fc.oneof(token, keys), suffixes, (prefix, credential, suffix) => {
+        const header = `${prefix}${credential}${suffix}`;
+        expect(bearerJwt(header), header.slice(0, 80)).toBe(twoPasses(header));
+      }),
+      { numRuns: 3_000 },
+    );
+  });
+
+  it('is bounded by the longest JWT read, and reads no header that is not a string', () => {
+    const jwt = `${b64(JSON.stringify({ alg: 'RS256' }))}.eyJzdWIiOiJhIn0.`;
+    const longest = jwt + 'S'.repeat(MAX_AGENT_JWT_LENGTH - jwt.length);
+    expect(bearerJwt(`Bearer ${longest}`)).toBe(longest);
+    expect(bearerJwt(`Bearer ${longest}S`)).toBeNull();
+    expect(bearerJwt(undefined)).toBeNull();
   });
 });
 
