@@ -21,9 +21,11 @@ export const AGENT_JWT_ALGORITHMS = ['RS256', 'RS384', 'RS512', 'PS256', 'PS384'
 export const MAX_AGENT_JWT_LENGTH = 8_192;
 /** How long an identity found by subject is reused; revocations (identity or mapping changes) drop it at once. */
 const IDENTITY_MEMO_MS = 1_000;
-const JWT_SHAPE = /^[A-Za-z0-9_-]{2,}\.[A-Za-z0-9_-]{2,}\.[A-Za-z0-9_-]*$/;
+/** A JWT's shape: three base64url segments, the first two of at least two characters. */
+const JWT_SEGMENTS = String.raw`[A-Za-z0-9_-]{2,}\.[A-Za-z0-9_-]{2,}\.[A-Za-z0-9_-]*`;
+const JWT_SHAPE = new RegExp(`^${JWT_SEGMENTS}$`);
 /** `Bearer ` (any case) and a JWT's shape, read in one pass over the header: the token is most of a JWT hit's bytes. */
-const BEARER_JWT = /^Bearer ([A-Za-z0-9_-]{2,}\.[A-Za-z0-9_-]{2,}\.[A-Za-z0-9_-]*)$/i;
+const BEARER_JWT = new RegExp(`^Bearer (${JWT_SEGMENTS})$`, 'i');
 
 /**
  * Whether a bearer credential is a JWT rather than an API key: three base64url segments whose first decodes to a JSON
