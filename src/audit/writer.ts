@@ -197,9 +197,11 @@ export class AuditWriter implements AuditPort {
 
   #writeStrict(entry: AuditEntry): Promise<void> {
     if (!this.#pgUp) return this.#spoolStrict([entry]);
+    // Its batch copies the row made now instead of encoding 500 at once (copy-binary.ts, encodeAccepted). Made before
+    // the promise, as in buffered mode: an entry that cannot be encoded is refused by write() itself.
+    const accepted = encodeAccepted(entry);
     return new Promise<void>((resolve, reject) => {
-      // Its batch copies the row made now instead of encoding 500 at once (copy-binary.ts, encodeAccepted).
-      this.#strictQueue.push({ entry, accepted: encodeAccepted(entry), resolve, reject });
+      this.#strictQueue.push({ entry, accepted, resolve, reject });
       this.#kickStrict();
     });
   }

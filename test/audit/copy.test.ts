@@ -300,6 +300,28 @@ describe('entries encoded as accepted (property)', () => {
     expect(report.problems).toEqual([]);
     expect(report.rows_checked).toBe(written.length);
   });
+
+  it('in strict mode too, an entry that cannot be encoded is refused by write() itself, and the entries around it are stored', async () => {
+    const spool = await tempSpoolDir();
+    const writer = new AuditWriter({ db, copyIn, config: auditConfig({ durability_mode: 'strict', spool: { dir: spool.dir } }), logger: recordingLogger() });
+    const base = Date.now() + 3_600_000 + 10_000;
+    const written = Array.from({ length: 6 }, (_, i) => makeEntry({ request_id: `strict-accepted-${i}`, ts: new Date(base + i).toISOString(), path: `/s/${i}` }));
+    try {
+      await writer.start();
+      for (const e of written) {
+        await writer.write(e);
+        if (e.request_id === 'strict-accepted-2') {
+          const unreadable = makeEntry({ request_id: 'strict-unreadable', changes: { after: null, get before(): unknown { throw new Error('unreadable'); } } });
+          expect(() => writer.write(unreadable)).toThrow('unreadable');
+        }
+      }
+    } finally {
+      await writer.close();
+      await spool.remove();
+    }
+    const { rows } = await sql<{ path: string }>`select path from audit_entries where request_id like 'strict-accepted-%' order by ts`.execute(db);
+    expect(rows.map((r) => r.path)).toEqual(written.map((_, i) => `/s/${i}`));
+  });
 });
 
 // ---------------------------------------------------------------------------------------------
